@@ -1,0 +1,41 @@
+# Every target sets up .venv itself, so a fresh clone needs only python3 (>= 3.11) and make.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: demo test lint typecheck unit stubs bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+venv: $(STAMP)
+
+## demo: run the main job on a simulated node (fixture host, fake kubelet, real agent)
+demo: $(STAMP)
+	$(VENV)/bin/erdma sim
+
+## test: lint, type-check and run the whole suite
+test: $(STAMP) lint typecheck
+	$(PY) -m pytest -q -ra
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+## stubs: regenerate src/erdma/api from proto/ (the generated files are committed)
+stubs: $(STAMP)
+	$(PY) proto/generate.py
+
+bench: $(STAMP)
+	$(PY) -m bench.run_all
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

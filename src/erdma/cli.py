@@ -1,0 +1,19 @@
+"""`erdma`: one entry point for the agent, the controller and the tools people run."""
+
+from __future__ import annotations
+
+import click
+
+from erdma import __version__
+from erdma.tools.devices import devices_command
+from erdma.tools.sim import sim_command
+
+
+@click.group()
+@click.version_option(__version__, prog_name="erdma")
+def main() -> None:
+    """Elastic RDMA (eRDMA) and RDMA NICs for Kubernetes and Docker."""
+
+
+main.add_command(devices_command)
+main.add_command(sim_command)

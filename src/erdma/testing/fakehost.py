@@ -1,0 +1,376 @@
+"""Fixture hosts: a faithful sys/, dev/ and proc/ tree built from a small description.
+
+The layout follows the real kernel's (class symlinks into devices/pci..., `device` and `driver`
+links, uverbs found through `infiniband_verbs/*/ibdev`), so discovery is tested against the same
+shapes it meets on a node. Device nodes are real (`os.mknod`) when running as root, otherwise
+regular files listed in `dev/.manifest.json`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shutil
+import stat
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from erdma.host import guid as guids
+
+UVERBS_MAJOR = 231
+UVERBS_BASE_MINOR = 192
+UMAD_BASE_MINOR = 0
+ISSM_BASE_MINOR = 64
+RDMA_CM_DEV = (10, 58)
+GID_TABLE_LEN = 16
+
+
+@dataclass(frozen=True)
+class FakeNetdev:
+    name: str
+    mac: str
+    pci: str
+    ipv4: tuple[str, ...] = ()
+    operstate: str = "up"
+    mtu: int = 1500
+
+
+@dataclass(frozen=True)
+class FakeRdma:
+    """One RDMA device. `mode` is "iwarp" (erdma default), "roce" (compat/ofed) or "ib"."""
+
+    name: str
+    pci: str
+    netdev: str
+    numa: int | str = 0
+    uverbs: int = 0
+    driver: str = "erdma"
+    vendor: int = 0x1DED
+    device: int = 0x107F
+    mode: str = "iwarp"
+    port_active: bool = True
+    fw_ver: str = "0.2.0"
+    node_desc: str = "Elastic RDMA Adapter stack"
+    mad: bool = False  # umad/issm nodes (IB/RoCE HCAs)
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    netdevs: tuple[FakeNetdev, ...]
+    rdma: tuple[FakeRdma, ...]
+    erdma_loaded: bool = True
+    compat_mode: str | None = "N"  # None: upstream driver without the parameter
+    netns_mode: str = "Y"
+    smc_loaded: bool = True
+    rdma_cm: bool = True
+    gpus: tuple[tuple[str, int], ...] = ()  # (PCI address, NUMA node)
+
+
+PRIMARY = FakeNetdev("eth0", "00:16:3e:00:00:01", "0000:00:05.0", ("192.168.0.10/24",))
+ETH1 = FakeNetdev("eth1", "00:16:3e:2f:37:75", "0000:00:06.0", ("192.168.4.20/24",))
+ETH2 = FakeNetdev("eth2", "00:16:3e:2f:31:11", "0000:80:06.0", ("192.168.5.20/24",))
+ERDMA0 = FakeRdma("erdma_0", "0000:00:07.0", "eth1", numa=0, uverbs=0)
+ERDMA1 = FakeRdma("erdma_1", "0000:80:07.0", "eth2", numa=1, uverbs=1)
+
+
+def erdma_node() -> HostSpec:
+    """The reference node: two ERIs on NUMA 0 and 1 (eth1/eth2) and a primary eth0 without RDMA."""
+    return HostSpec(netdevs=(PRIMARY, ETH1, ETH2), rdma=(ERDMA0, ERDMA1))
+
+
+def _compat(spec: HostSpec) -> HostSpec:
+    return replace(spec, compat_mode="Y", rdma=tuple(replace(d, mode="roce") for d in spec.rdma))
+
+
+def _gpu(spec: HostSpec) -> HostSpec:
+    gpus = tuple(
+        (f"0000:{bus:02x}:00.0", 0 if i < 4 else 1)
+        for i, bus in enumerate((0x10, 0x11, 0x12, 0x13, 0x90, 0x91, 0x92, 0x93))
+    )
+    return replace(_compat(spec), gpus=gpus)
+
+
+def mlx5_hca(index: int, numa: int = 0) -> tuple[FakeNetdev, FakeRdma]:
+    """A Mellanox-style HCA: its netdev sits on the same PCI function (device/net/<ifname>)."""
+    pci = f"0000:{0x30 + index:02x}:00.0"
+    netdev = FakeNetdev(f"ens{index + 1}f0", f"b8:59:9f:00:00:{index:02x}", pci)
+    rdma = FakeRdma(
+        f"mlx5_{index}", pci, netdev.name, numa=numa, uverbs=index, driver="mlx5_core",
+        vendor=0x15B3, device=0x101B, mode="roce", fw_ver="28.39.1002",
+        node_desc=f"node mlx5_{index}", mad=True,
+    )  # fmt: skip
+    return netdev, rdma
+
+
+def _mlx5(spec: HostSpec) -> HostSpec:
+    netdev, rdma = mlx5_hca(0)
+    moved = tuple(replace(d, uverbs=d.uverbs + 1) for d in spec.rdma)
+    return replace(spec, netdevs=(*spec.netdevs, netdev), rdma=(rdma, *moved))
+
+
+def lingjun_node(hcas: int = 4) -> HostSpec:
+    """A Lingjun-style GPU node: 8 GPUs and mlx5 HCAs, no eRDMA."""
+    pairs = [mlx5_hca(i, numa=0 if i < hcas // 2 else 1) for i in range(hcas)]
+    gpus = tuple((f"0000:{0x10 + i:02x}:00.0", 0 if i < 4 else 1) for i in range(8))
+    return HostSpec(
+        netdevs=(PRIMARY, *(n for n, _ in pairs)), rdma=tuple(r for _, r in pairs),
+        erdma_loaded=False, compat_mode=None, gpus=gpus,
+    )  # fmt: skip
+
+
+VARIANTS = {
+    "default": lambda s: s,
+    "compat": _compat,
+    "port-down": lambda s: replace(s, rdma=tuple(replace(d, port_active=False) for d in s.rdma)),
+    "no-numa": lambda s: replace(s, rdma=tuple(replace(d, numa=-1) for d in s.rdma)),
+    "uverbs-swapped": lambda s: replace(
+        s, rdma=(replace(s.rdma[0], uverbs=1), replace(s.rdma[1], uverbs=0))
+    ),
+    "no-rdma-cm": lambda s: replace(s, rdma_cm=False),
+    "driver-not-loaded": lambda s: replace(s, rdma=(), erdma_loaded=False, rdma_cm=False),
+    "mlx5": _mlx5,
+    "gpu": _gpu,
+    "lingjun": lambda s: lingjun_node(),
+}
+
+
+def variant(name: str) -> HostSpec:
+    """A named fixture host; an unknown name lists the known ones."""
+    try:
+        return VARIANTS[name](erdma_node())
+    except KeyError:
+        raise ValueError(
+            f"unknown fixture host variant {name!r}; known: {', '.join(sorted(VARIANTS))}"
+        ) from None
+
+
+class FakeHost:
+    """A built fixture tree plus the operations tests and `erdma sim` perform on it."""
+
+    def __init__(self, root: str | os.PathLike[str], spec: HostSpec) -> None:
+        self.root = Path(root)
+        self.spec = spec
+        self.real_nodes = os.geteuid() == 0
+        self._manifest: list[dict[str, object]] = []
+
+    # -- building -------------------------------------------------------------------------
+    def build(self) -> FakeHost:
+        for sub in ("sys", "dev", "proc"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        for netdev in self.spec.netdevs:
+            self._netdev(netdev)
+        self._netdev(FakeNetdev("lo", "00:00:00:00:00:00", ""), virtual=True)
+        for device in self.spec.rdma:
+            self._rdma(device)
+        self._modules()
+        self._gpus()
+        if self.spec.rdma_cm:
+            self._rdma_cm()
+        self._write(self.sys / "class/infiniband_verbs/abi_version", "6")
+        self._write(self.root / "proc/sys/net/ipv6/conf/all/disable_ipv6", "0")
+        self._save_manifest()
+        return self
+
+    @property
+    def sys(self) -> Path:
+        return self.root / "sys"
+
+    def _write(self, path: Path, text: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+
+    def _link(self, link: Path, target: Path) -> None:
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(os.path.relpath(target, link.parent))
+
+    def _pci_dir(self, address: str) -> Path:
+        return self.sys / "devices" / f"pci{address[:7]}" / address
+
+    def _pci_function(
+        self, address: str, vendor: int, device: int, driver: str, numa: object
+    ) -> Path:
+        func = self._pci_dir(address)
+        self._write(func / "vendor", f"0x{vendor:04x}")
+        self._write(func / "device", f"0x{device:04x}")
+        self._write(func / "numa_node", str(numa))
+        self._write(func / "modalias", f"pci:v0000{vendor:04X}d0000{device:04X}sv*sd*bc*sc*i*")
+        driver_dir = self.sys / "bus/pci/drivers" / driver
+        driver_dir.mkdir(parents=True, exist_ok=True)
+        self._link(func / "driver", driver_dir)
+        self._link(driver_dir / address, func)
+        self._link(self.sys / "bus/pci/devices" / address, func)
+        return func
+
+    def _netdev(self, netdev: FakeNetdev, virtual: bool = False) -> None:
+        if virtual:
+            node = self.sys / "devices/virtual/net" / netdev.name
+        else:
+            func = self._pci_dir(netdev.pci)
+            if not (func / "vendor").exists():
+                self._pci_function(netdev.pci, 0x1AF4, 0x1000, "virtio-pci", 0)
+            node = func / "net" / netdev.name
+            self._link(node / "device", func)
+        index = (
+            1 + len(list((self.sys / "class/net").glob("*")))
+            if (self.sys / "class/net").exists()
+            else 1
+        )
+        self._write(node / "address", netdev.mac)
+        self._write(node / "operstate", netdev.operstate)
+        self._write(node / "mtu", str(netdev.mtu))
+        self._write(node / "ifindex", str(index))
+        self._link(self.sys / "class/net" / netdev.name, node)
+
+    def _rdma(self, dev: FakeRdma) -> None:
+        func = self._pci_function(dev.pci, dev.vendor, dev.device, dev.driver, dev.numa)
+        ib = func / "infiniband" / dev.name
+        mac = guids.parse_mac(self._netdev_spec(dev.netdev).mac) or bytes(6)
+        guid = guids.format_guid(guids.mac_to_guid(mac))
+        self._write(ib / "node_type", "4: RNIC" if dev.mode == "iwarp" else "1: CA")
+        self._write(ib / "node_guid", guid)
+        self._write(ib / "sys_image_guid", guid)
+        self._write(ib / "fw_ver", dev.fw_ver)
+        self._write(ib / "node_desc", dev.node_desc)
+        self._link(ib / "device", func)
+        self._link(self.sys / "class/infiniband" / dev.name, ib)
+        self._port(dev, ib / "ports/1", mac)
+        self._chardev(func, "infiniband_verbs", f"uverbs{dev.uverbs}", dev.name,
+                      UVERBS_BASE_MINOR + dev.uverbs)  # fmt: skip
+        if dev.mad:
+            self._chardev(func, "infiniband_mad", f"umad{dev.uverbs}", dev.name,
+                          UMAD_BASE_MINOR + dev.uverbs)  # fmt: skip
+            self._chardev(func, "infiniband_mad", f"issm{dev.uverbs}", dev.name,
+                          ISSM_BASE_MINOR + dev.uverbs)  # fmt: skip
+
+    def _netdev_spec(self, name: str) -> FakeNetdev:
+        return next(n for n in self.spec.netdevs if n.name == name)
+
+    def _port(self, dev: FakeRdma, port: Path, mac: bytes) -> None:
+        self.set_port_state(dev.name, dev.port_active)
+        self._write(port / "link_layer", "InfiniBand" if dev.mode == "ib" else "Ethernet")
+        self._write(port / "rate", "100 Gb/sec (4X EDR)")
+        entries = self._gid_entries(dev, mac)
+        for index in range(GID_TABLE_LEN if dev.mode != "iwarp" else 1):
+            gid, kind = entries[index] if index < len(entries) else (":".join(["0000"] * 8), None)
+            self._write(port / "gids" / str(index), gid)
+            if dev.mode != "iwarp":
+                self._write(port / "gid_attrs/types" / str(index), kind or "")
+                self._write(port / "gid_attrs/ndevs" / str(index), dev.netdev if kind else "")
+        if dev.mode != "iwarp":
+            self._write(port / "pkeys/0", "0xffff")
+
+    def _gid_entries(self, dev: FakeRdma, mac: bytes) -> list[tuple[str, str | None]]:
+        if dev.mode == "iwarp":
+            return [(_groups(mac + bytes(10)), None)]
+        link_local = b"\xfe\x80" + bytes(6) + guids.mac_to_guid(mac)
+        entries: list[tuple[str, str | None]] = [(_groups(link_local), "RoCE v2")]
+        for cidr in self._netdev_spec(dev.netdev).ipv4:
+            addr = ipaddress.IPv4Interface(cidr).ip
+            entries.append((_groups(bytes(10) + b"\xff\xff" + addr.packed), "RoCE v2"))
+        return entries
+
+    def _chardev(self, func: Path, cls: str, entry: str, ibdev: str, minor: int) -> None:
+        node = func / cls / entry
+        self._write(node / "ibdev", ibdev)
+        self._write(node / "dev", f"{UVERBS_MAJOR}:{minor}")
+        self._write(node / "abi_version", "1")
+        self._link(node / "device", func)
+        self._link(self.sys / "class" / cls / entry, node)
+        self.mknod(f"/dev/infiniband/{entry}", UVERBS_MAJOR, minor)
+
+    def _rdma_cm(self) -> None:
+        major, minor = RDMA_CM_DEV
+        self._write(self.sys / "class/misc/rdma_cm/dev", f"{major}:{minor}")
+        self.mknod("/dev/infiniband/rdma_cm", major, minor)
+
+    def _modules(self) -> None:
+        module = self.sys / "module"
+        self._write(module / "ib_core/parameters/netns_mode", self.spec.netns_mode)
+        if self.spec.erdma_loaded:
+            (module / "erdma").mkdir(parents=True, exist_ok=True)
+            if self.spec.compat_mode is not None:
+                self._write(module / "erdma/parameters/compat_mode", self.spec.compat_mode)
+        if self.spec.smc_loaded:
+            (module / "smc").mkdir(parents=True, exist_ok=True)
+
+    def _gpus(self) -> None:
+        for address, numa in self.spec.gpus:
+            self._pci_function(address, 0x10DE, 0x2330, "nvidia", numa)
+            self._write(
+                self.root / "proc/driver/nvidia/gpus" / address / "information", "Model: H20"
+            )
+
+    # -- device nodes ---------------------------------------------------------------------
+    def mknod(self, dev_path: str, major: int, minor: int, mode: int = 0o666) -> None:
+        path = self.root / dev_path.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            path.unlink()
+        if self.real_nodes:
+            os.mknod(path, stat.S_IFCHR | mode, os.makedev(major, minor))
+        else:
+            path.write_text("")
+        self._manifest = [m for m in self._manifest if m["path"] != dev_path]
+        self._manifest.append(
+            {"path": dev_path, "type": "c", "major": major, "minor": minor, "mode": oct(mode)}
+        )
+
+    def _save_manifest(self) -> None:
+        manifest = self.root / "dev/.manifest.json"
+        manifest.write_text(
+            json.dumps(sorted(self._manifest, key=lambda m: str(m["path"])), indent=1)
+        )
+
+    # -- changes at run time --------------------------------------------------------------
+    def set_port_state(self, device: str, active: bool) -> None:
+        """Port ACTIVE/LinkUp or DOWN/Disabled, as the kernel shows a netdev link change."""
+        port = self._ib_dir(device) / "ports/1"
+        self._write(port / "state", "4: ACTIVE" if active else "1: DOWN")
+        self._write(port / "phys_state", "5: LinkUp" if active else "3: Disabled")
+
+    def remove_node(self, dev_path: str) -> None:
+        (self.root / dev_path.lstrip("/")).unlink(missing_ok=True)
+
+    def add_device(self, netdev: FakeNetdev, device: FakeRdma) -> None:
+        """Hot-add (or late driver load): the device appears after the agent started."""
+        self.spec = replace(
+            self.spec, netdevs=(*self.spec.netdevs, netdev), rdma=(*self.spec.rdma, device)
+        )
+        self._netdev(netdev)
+        self._rdma(device)
+        self._save_manifest()
+
+    def load_driver(self, spec: HostSpec) -> None:
+        """The erdma module loads late: its devices and parameters appear."""
+        self.spec = replace(spec, netdevs=self.spec.netdevs)
+        for netdev in spec.netdevs:
+            if not (self.sys / "class/net" / netdev.name).exists():
+                self._netdev(netdev)
+        for device in spec.rdma:
+            self._rdma(device)
+        self._modules()
+        if spec.rdma_cm:
+            self._rdma_cm()
+        self._save_manifest()
+
+    def _ib_dir(self, device: str) -> Path:
+        return (self.sys / "class/infiniband" / device).resolve()
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _groups(raw: bytes) -> str:
+    hexed = raw.hex()
+    return ":".join(hexed[i : i + 4] for i in range(0, 32, 4))
+
+
+def build(root: str | os.PathLike[str], spec: HostSpec | str = "default") -> FakeHost:
+    """Build a fixture host at `root` from a spec or a variant name."""
+    return FakeHost(root, variant(spec) if isinstance(spec, str) else spec).build()
+
+
+__all__ = ["FakeHost", "FakeNetdev", "FakeRdma", "HostSpec", "build", "erdma_node", "variant"]

@@ -1,0 +1,1 @@
+"""Command-line tools for people: devices, docker, cdi, doctor, smc, sim."""
