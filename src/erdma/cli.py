@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from erdma import __version__
+from erdma.agent.main import agent_command
 from erdma.tools.devices import devices_command
 from erdma.tools.sim import sim_command
 
@@ -15,5 +16,6 @@ def main() -> None:
     """Elastic RDMA (eRDMA) and RDMA NICs for Kubernetes and Docker."""
 
 
+main.add_command(agent_command)
 main.add_command(devices_command)
 main.add_command(sim_command)

@@ -1,14 +1,81 @@
-"""`erdma sim`: the main job on a simulated node, for `make demo` and for people evaluating us."""
+"""`erdma sim`: the main job on a simulated node, for `make demo` and for people evaluating us.
+
+It builds a fixture host, starts the fake kubelet, runs the real `erdma agent` process against
+both, and narrates what kubelet sees: registration, capacity per NUMA node, an Allocate for a
+sample pod, and health following ports that go down and come back. The `lingjun` variant runs
+the shared `rdma/hca` resource instead of `aliyun/erdma`.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
+from pathlib import Path
 
 import click
 
+from erdma.agent.erdma import RESOURCE_NAME as ERDMA
 from erdma.host.devices import scan
 from erdma.testing import fakehost
+from erdma.testing.node import SimulatedNode
 from erdma.tools.devices import render_table
+
+SHARED = "rdma/hca"
+
+
+def _say(text: str = "") -> None:
+    click.echo(text)
+
+
+def _show_capacity(node: SimulatedNode, resource: str) -> None:
+    total = sum(c for c, _ in node.capacity_by_numa(resource).values())
+    shown = f"{total // 1000}k" if total % 1000 == 0 else str(total)
+    _say(f"   node capacity {resource}: {shown}")
+    for numa, (capacity, allocatable) in node.capacity_by_numa(resource).items():
+        _say(f"   NUMA {numa}: capacity {capacity}, allocatable {allocatable}")
+
+
+async def _health_round(node: SimulatedNode, resource: str, devices: list[str]) -> None:
+    def first_slot_is(health: str) -> bool:
+        listed = node.kubelet.latest(resource) or {}
+        return bool(listed) and next(iter(listed.values())) == health
+
+    for active, health in ((False, "Unhealthy"), (True, "Healthy")):
+        for device in devices:
+            node.host.set_port_state(device, active)
+        await node.kubelet.wait_for(lambda h=health: first_slot_is(h), 5)  # type: ignore[misc]
+        state = "back ACTIVE" if active else "DOWN"
+        _say(f"\n== port of {', '.join(devices)} {state}: kubelet sees")
+        _show_capacity(node, resource)
+
+
+async def _narrate(node: SimulatedNode, variant: str, resource: str) -> None:
+    _say(f"== fixture host ({variant}): what the agent discovers")
+    _say(render_table(scan(node.host_root)))
+    await node.start()
+    await node.wait_registered(resource)
+    reg = next(r for r in node.kubelet.registrations if r.resource_name == resource)
+    _say(f"\n== kubelet: {resource} registered (endpoint {reg.endpoint})")
+    _show_capacity(node, resource)
+
+    available = list(node.kubelet.latest(resource) or {})
+    if reg.options.get_preferred_allocation_available:
+        ids = await node.kubelet.preferred(resource, available, [], 1)
+    else:
+        ids = available[:1]
+    response = await node.kubelet.allocate(resource, ids)
+    container = response.container_responses[0]
+    _say(f"\n== sample pod asks for {resource}: 1 -> {ids}")
+    for spec in container.devices:
+        _say(f"   device {spec.host_path} ({spec.permissions})")
+    for key, value in sorted(container.envs.items()):
+        _say(f"   env {key}={value}")
+
+    if resource == ERDMA:
+        devices = [ids[0].rpartition("/")[0]]
+    else:
+        devices = [d.name for d in scan(node.host_root).devices]
+    await _health_round(node, resource, devices)
 
 
 @click.command("sim")
@@ -20,8 +87,17 @@ from erdma.tools.devices import render_table
     help="Which fixture host to simulate.",
 )
 def sim_command(variant: str) -> None:
-    """Build a fixture host and show what the agent discovers on it."""
-    with tempfile.TemporaryDirectory(prefix="erdma-sim-") as root:
-        fakehost.build(root, variant)
-        click.echo(f"== fixture host ({variant}) at {root}")
-        click.echo(render_table(scan(root)))
+    """Run the agent on a simulated node and show what kubelet sees."""
+    shared = variant == "lingjun"
+    resource = SHARED if shared else ERDMA
+    args = ["--resources", "shared"] if shared else []
+
+    async def main() -> None:
+        with tempfile.TemporaryDirectory(prefix="erdma-sim-") as tmp:
+            node = SimulatedNode(Path(tmp), variant, args)
+            try:
+                await _narrate(node, variant, resource)
+            finally:
+                await node.stop()
+
+    asyncio.run(main())

@@ -1,0 +1,168 @@
+"""The `aliyun/erdma` resource: eRDMA devices shared through slot IDs.
+
+Each exposed eRDMA device is advertised as N slots (`erdma_0/0` ... `erdma_0/199`) with its NUMA
+node. Allocate answers every container in order with the uverbs node of each physical device
+behind its slots (plus `rdma_cm` in `default` mode when the host has it), and env that names
+what was given: `SMCR_PNET` (compatible with the reference) and `ERDMA_DEVICES`.
+Allocate does no I/O: it reads the latest snapshot, which the agent's rescan loop publishes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from erdma.agent.allocation import Placement, device_of, preferred, slot_ids
+from erdma.agent.exposure import Exposure
+from erdma.agent.health import device_health
+from erdma.deviceplugin.plugin import (
+    AllocationError,
+    ContainerAllocation,
+    DeviceNode,
+    PluginDevice,
+    ResourcePlugin,
+)
+from erdma.host.model import DeviceSnapshot, ModuleState, RdmaDevice
+
+log = logging.getLogger(__name__)
+
+RESOURCE_NAME = "aliyun/erdma"
+PreStartHook = Callable[[Sequence[str]], Awaitable[None]]
+EnvHook = Callable[[Sequence[RdmaDevice]], dict[str, str]]
+AllocationHook = Callable[[Sequence[RdmaDevice], ContainerAllocation], None]
+EMPTY_SNAPSHOT = DeviceSnapshot(
+    devices=(),
+    skipped=(),
+    rdma_cm=None,
+    modules=ModuleState(erdma_loaded=False, compat_mode=None, netns_shared=None, smc_loaded=False),
+)
+
+
+@dataclass(frozen=True)
+class ErdmaPolicy:
+    """How devices are exposed and handed out (from the agent configuration)."""
+
+    mode: str = "default"  # driver mode: default | compat | ofed
+    slots_per_device: int = 200
+    allocate_all: bool = False
+    exposure: Exposure = field(default_factory=lambda: Exposure(None, "all devices"))
+
+
+class ErdmaPlugin(ResourcePlugin):
+    resource_name = RESOURCE_NAME
+    socket_stem = "erdma"
+    preferred_allocation_available = True
+
+    def __init__(
+        self,
+        policy: ErdmaPolicy,
+        *,
+        extra_env: EnvHook | None = None,
+        finish_allocation: AllocationHook | None = None,
+        prestart: PreStartHook | None = None,
+    ) -> None:
+        self.policy = policy
+        self.pre_start_required = prestart is not None
+        self._extra_env = extra_env
+        self._finish = finish_allocation
+        self._prestart = prestart
+        self._snapshot = EMPTY_SNAPSHOT
+        self._exposed: dict[str, RdmaDevice] = {}
+        self._health: dict[str, tuple[bool, str]] = {}
+        self._list: tuple[PluginDevice, ...] = ()
+
+    # -- device list ---------------------------------------------------------------------
+    def update(self, snapshot: DeviceSnapshot) -> bool:
+        """Adopt a new scan; tells the framework (and so kubelet) only when the list changed."""
+        self._snapshot = snapshot
+        names = self.policy.exposure.filter([d.name for d in snapshot.erdma_devices])
+        exposed = {name: dev for name in names if (dev := snapshot.by_name(name)) is not None}
+        health = {name: device_health(dev) for name, dev in exposed.items()}
+        self._log_changes(exposed, health)
+        self._exposed, self._health = exposed, health
+        new_list = tuple(self._build_list())
+        if new_list == self._list:
+            return False
+        self._list = new_list
+        self.notify_changed()
+        return True
+
+    def _build_list(self) -> list[PluginDevice]:
+        devices: list[PluginDevice] = []
+        for name, device in sorted(self._exposed.items()):
+            try:
+                ids = slot_ids(name, self.policy.slots_per_device)
+            except ValueError as exc:
+                log.warning("device not advertised", extra={"device": name, "reason": str(exc)})
+                continue
+            healthy = self._health[name][0]
+            numa = () if device.numa_node is None else (device.numa_node,)
+            devices.extend(PluginDevice(i, healthy, numa) for i in ids)
+        return devices
+
+    def _log_changes(
+        self, exposed: dict[str, RdmaDevice], health: dict[str, tuple[bool, str]]
+    ) -> None:
+        for name in sorted(set(exposed) | set(self._exposed)):
+            before, after = self._health.get(name), health.get(name)
+            if after is None:
+                log.warning("device gone", extra={"device": name})
+            elif before is None or before[0] != after[0]:
+                state = "Healthy" if after[0] else "Unhealthy"
+                log.info(f"device {state}", extra={"device": name, "reason": after[1]})
+
+    def devices(self) -> Sequence[PluginDevice]:
+        return self._list
+
+    # -- allocation ----------------------------------------------------------------------
+    def allocate(self, container_requests: Sequence[Sequence[str]]) -> list[ContainerAllocation]:
+        return [self._allocate_one(ids) for ids in container_requests]
+
+    def _allocate_one(self, ids: Sequence[str]) -> ContainerAllocation:
+        if self.policy.allocate_all:
+            names = sorted(self._exposed)
+        else:
+            names = sorted({device_of(i) for i in ids})
+            unknown = [i for i in ids if device_of(i) not in self._exposed]
+            if unknown:
+                raise AllocationError(
+                    f"unknown {RESOURCE_NAME} device IDs {unknown}; this node advertises "
+                    f"slots of {sorted(self._exposed) or 'no devices'}"
+                )
+        devices = [self._exposed[n] for n in names]
+        allocation = ContainerAllocation()
+        for device in devices:
+            allocation.devices.append(DeviceNode(device.uverbs.path, device.uverbs.path))
+        cm = self._snapshot.rdma_cm
+        if devices and self.policy.mode == "default" and cm is not None and cm.present:
+            allocation.devices.append(DeviceNode(cm.path, cm.path))
+        if devices:
+            allocation.envs["ERDMA_DEVICES"] = ",".join(names)
+            pnetid = next((d.pnetid for d in devices if d.pnetid), None)
+            if pnetid:
+                allocation.envs["SMCR_PNET"] = pnetid
+            if self._extra_env is not None:
+                allocation.envs.update(self._extra_env(devices))
+            if self._finish is not None:
+                self._finish(devices, allocation)
+        return allocation
+
+    def preferred_allocation(
+        self, available: Sequence[str], must_include: Sequence[str], size: int
+    ) -> list[str]:
+        gpus: dict[int, int] = {}
+        for gpu in self._snapshot.gpus:
+            if gpu.numa_node is not None:
+                gpus[gpu.numa_node] = gpus.get(gpu.numa_node, 0) + 1
+        placement = Placement({n: d.numa_node for n, d in self._exposed.items()}, gpus)
+        return preferred(available, must_include, size, placement)
+
+    async def pre_start(self, device_ids: Sequence[str]) -> None:
+        if self._prestart is not None:
+            await self._prestart(device_ids)
+
+    def pnetid_of(self, device_id: str) -> str | None:
+        """The PNETID of the device behind a slot ID (for SMC-R in PreStartContainer)."""
+        device = self._exposed.get(device_of(device_id))
+        return device.pnetid if device else None

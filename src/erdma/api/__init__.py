@@ -1,0 +1,1 @@
+"""gRPC stubs generated from proto/ by `make stubs`; never hand-edited."""

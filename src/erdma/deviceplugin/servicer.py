@@ -1,0 +1,150 @@
+"""The `v1beta1.DevicePlugin` gRPC service for one ResourcePlugin.
+
+It translates RPCs to plugin calls, maps plugin errors to gRPC status codes with the plugin's
+message (kubelet shows it in the pod's events), and records latency and errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+
+from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
+from erdma.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from erdma.deviceplugin.convert import allocation_to_pb, container_requests, device_list_to_pb
+from erdma.deviceplugin.feed import DeviceFeed
+from erdma.deviceplugin.metrics import DevicePluginMetrics
+from erdma.deviceplugin.plugin import AllocationError, ResourcePlugin
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class DevicePluginServicer(pb_grpc.DevicePluginServicer):
+    """Serves one plugin; device lists come from a DeviceFeed the caller keeps current."""
+
+    def __init__(
+        self, plugin: ResourcePlugin, feed: DeviceFeed, metrics: DevicePluginMetrics
+    ) -> None:
+        self._plugin = plugin
+        self._feed = feed
+        self._metrics = metrics
+
+    @property
+    def _resource(self) -> str:
+        return self._plugin.resource_name
+
+    async def _answer(
+        self, method: str, context: grpc.aio.ServicerContext, call: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Run one unary RPC: time it, and turn plugin exceptions into gRPC errors."""
+        started = time.perf_counter()
+        code: grpc.StatusCode | None = None
+        message = ""
+        try:
+            return await call()
+        except AllocationError as err:
+            code, message = grpc.StatusCode.INVALID_ARGUMENT, str(err)
+        except Exception as err:
+            log.exception(
+                "device plugin RPC failed",
+                extra={"resource": self._resource, "method": method},
+            )
+            code, message = grpc.StatusCode.INTERNAL, f"{method}: {type(err).__name__}: {err}"
+        finally:
+            self._metrics.rpc_latency.labels(resource=self._resource, method=method).observe(
+                time.perf_counter() - started
+            )
+        self._metrics.rpc_errors.labels(
+            resource=self._resource, method=method, code=code.name
+        ).inc()
+        log.warning(
+            "device plugin RPC refused",
+            extra={"resource": self._resource, "method": method, "error": message},
+        )
+        await context.abort(code, message)
+        raise AssertionError("context.abort returned")  # abort always raises
+
+    async def GetDevicePluginOptions(
+        self, request: pb.Empty, context: grpc.aio.ServicerContext
+    ) -> pb.DevicePluginOptions:
+        async def options() -> pb.DevicePluginOptions:
+            return plugin_options(self._plugin)
+
+        return await self._answer("GetDevicePluginOptions", context, options)
+
+    async def ListAndWatch(
+        self, request: pb.Empty, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ListAndWatchResponse]:
+        version, devices = self._feed.snapshot()
+        log.info(
+            "ListAndWatch stream opened",
+            extra={"resource": self._resource, "devices": len(devices)},
+        )
+        try:
+            while True:
+                yield device_list_to_pb(devices)
+                version, devices = await self._feed.next_after(version)
+        finally:
+            log.info("ListAndWatch stream closed", extra={"resource": self._resource})
+
+    async def GetPreferredAllocation(
+        self, request: pb.PreferredAllocationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PreferredAllocationResponse:
+        async def prefer() -> pb.PreferredAllocationResponse:
+            return pb.PreferredAllocationResponse(
+                container_responses=[
+                    pb.ContainerPreferredAllocationResponse(
+                        deviceIDs=self._plugin.preferred_allocation(
+                            list(c.available_deviceIDs),
+                            list(c.must_include_deviceIDs),
+                            c.allocation_size,
+                        )
+                    )
+                    for c in request.container_requests
+                ]
+            )
+
+        return await self._answer("GetPreferredAllocation", context, prefer)
+
+    async def Allocate(
+        self, request: pb.AllocateRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AllocateResponse:
+        async def allocate() -> pb.AllocateResponse:
+            wanted = container_requests(request)
+            allocations = self._plugin.allocate(wanted) if wanted else []
+            if len(allocations) != len(wanted):
+                raise RuntimeError(
+                    f"plugin answered {len(allocations)} containers for {len(wanted)} requests"
+                )
+            log.info(
+                "allocated",
+                extra={"resource": self._resource, "container_requests": wanted},
+            )
+            return pb.AllocateResponse(
+                container_responses=[allocation_to_pb(a) for a in allocations]
+            )
+
+        return await self._answer("Allocate", context, allocate)
+
+    async def PreStartContainer(
+        self, request: pb.PreStartContainerRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PreStartContainerResponse:
+        async def prestart() -> pb.PreStartContainerResponse:
+            await self._plugin.pre_start(list(request.devices_ids))
+            return pb.PreStartContainerResponse()
+
+        return await self._answer("PreStartContainer", context, prestart)
+
+
+def plugin_options(plugin: ResourcePlugin) -> pb.DevicePluginOptions:
+    """The options a plugin advertises, both in Register and in GetDevicePluginOptions."""
+    return pb.DevicePluginOptions(
+        pre_start_required=plugin.pre_start_required,
+        get_preferred_allocation_available=plugin.preferred_allocation_available,
+    )

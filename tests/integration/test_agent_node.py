@@ -1,0 +1,199 @@
+"""The real `erdma agent` process against the fake kubelet on fixture hosts."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from erdma.testing import fakehost
+from erdma.testing.node import SimulatedNode
+
+ERDMA = "aliyun/erdma"
+
+
+@pytest.fixture
+def short_root() -> Iterator[Path]:
+    """Under /tmp: unix socket paths must stay under 108 bytes."""
+    root = Path(tempfile.mkdtemp(prefix="node-", dir="/tmp"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+NodeFactory = Callable[..., "asyncio.Future[SimulatedNode]"]
+
+
+@pytest.fixture
+async def start_node(short_root: Path) -> AsyncIterator[Callable[..., object]]:
+    nodes: list[SimulatedNode] = []
+
+    async def start(spec: fakehost.HostSpec | str = "default", *args: str) -> SimulatedNode:
+        node = SimulatedNode(short_root / str(len(nodes)), spec, ["--slots-per-device", "4", *args])
+        nodes.append(node)
+        await node.start()
+        return node
+
+    yield start
+    for node in nodes:
+        await node.stop()
+
+
+def latest(node: SimulatedNode) -> dict[str, str]:
+    return node.kubelet.latest(ERDMA) or {}
+
+
+async def test_registers_and_lists_slots_per_numa_node(start_node):
+    node = await start_node()
+    await node.wait_registered(ERDMA)
+    assert node.capacity_by_numa(ERDMA) == {"0": (4, 4), "1": (4, 4)}
+    registration = node.kubelet.registrations[0]
+    assert registration.options.get_preferred_allocation_available
+    assert registration.endpoint.startswith("erdma-") and registration.endpoint.endswith(".sock")
+
+
+async def test_survives_twenty_kubelet_restarts_in_a_row(start_node):
+    node = await start_node()
+    await node.wait_registered(ERDMA)
+    for _ in range(20):
+        await node.kubelet.restart()
+        started = time.monotonic()
+        await node.kubelet.wait_for(
+            lambda: node.kubelet.registered(ERDMA) and len(latest(node)) == 8,
+            timeout=1.0,
+            what="re-registered with the device list within one second",
+        )
+        assert time.monotonic() - started < 1.0
+    assert node.process is not None and node.process.returncode is None
+
+
+async def test_port_down_and_up_reach_kubelet_within_a_second(start_node):
+    node = await start_node()
+    await node.wait_registered(ERDMA)
+    node.host.set_port_state("erdma_1", False)
+    await node.kubelet.wait_for(
+        lambda: latest(node).get("erdma_1/0") == "Unhealthy", 1.0, "erdma_1 Unhealthy"
+    )
+    assert node.capacity_by_numa(ERDMA) == {"0": (4, 4), "1": (4, 0)}
+    node.host.set_port_state("erdma_1", True)
+    await node.kubelet.wait_for(
+        lambda: latest(node).get("erdma_1/0") == "Healthy", 1.0, "erdma_1 Healthy again"
+    )
+
+
+async def test_vanished_uverbs_node_is_unhealthy_until_it_returns(start_node):
+    node = await start_node()
+    await node.wait_registered(ERDMA)
+    node.host.remove_node("/dev/infiniband/uverbs0")
+    await node.kubelet.wait_for(lambda: latest(node).get("erdma_0/3") == "Unhealthy", 1.0)
+    node.host.mknod("/dev/infiniband/uverbs0", 231, 192)
+    await node.kubelet.wait_for(lambda: latest(node).get("erdma_0/3") == "Healthy", 1.0)
+
+
+async def test_allocate_two_containers_in_one_request(start_node):
+    node = await start_node()
+    await node.wait_registered(ERDMA)
+    response = await node.kubelet.allocate(ERDMA, [["erdma_0/0"], ["erdma_1/0", "erdma_0/1"]])
+    first, second = response.container_responses
+    assert [d.host_path for d in first.devices] == [
+        "/dev/infiniband/uverbs0",
+        "/dev/infiniband/rdma_cm",
+    ]
+    assert [d.host_path for d in second.devices] == [
+        "/dev/infiniband/uverbs0",
+        "/dev/infiniband/uverbs1",
+        "/dev/infiniband/rdma_cm",
+    ]
+    assert {d.permissions for d in second.devices} == {"rw"}
+    assert dict(first.envs) == {"ERDMA_DEVICES": "erdma_0", "SMCR_PNET": "00163E2F3775"}
+
+
+async def test_allocate_all_devices(start_node):
+    node = await start_node("default", "--allocate-all-devices")
+    await node.wait_registered(ERDMA)
+    response = await node.kubelet.allocate(ERDMA, ["erdma_1/2"])
+    assert dict(response.container_responses[0].envs)["ERDMA_DEVICES"] == "erdma_0,erdma_1"
+
+
+async def test_unknown_ids_get_an_error_naming_them(start_node):
+    node = await start_node()
+    await node.wait_registered(ERDMA)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await node.kubelet.allocate(ERDMA, ["erdma_7/0", "erdma_0/0"])
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "erdma_7/0" in (err.value.details() or "")
+    empty = await node.kubelet.allocate(ERDMA, [])
+    assert list(empty.container_responses) == []
+
+
+async def test_local_mode_exposes_the_selected_devices(start_node):
+    node = await start_node(
+        "default", "--local-eri-discovery", "--exposed-local-eris", "i-* erdma_1"
+    )
+    await node.wait_registered(ERDMA)
+    assert sorted(latest(node)) == ["erdma_1/0", "erdma_1/1", "erdma_1/2", "erdma_1/3"]
+
+
+async def test_local_mode_bad_entry_fails_at_start_quoting_it(start_node):
+    node = await start_node(
+        "default", "--local-eri-discovery", "--exposed-local-eris", "i-abc erdma_0 erdma_1"
+    )
+    assert node.process is not None
+    code = await asyncio.wait_for(node.process.wait(), 20)
+    assert code == 2
+    assert "'i-abc erdma_0 erdma_1' is invalid" in node.agent_log()
+    assert "<instance-id|i-*> <device>" in node.agent_log()
+
+
+async def test_driver_loaded_late_devices_appear(start_node):
+    node = await start_node("driver-not-loaded")
+    await node.wait_registered(ERDMA)
+    assert latest(node) == {}
+    node.host.load_driver(fakehost.erdma_node())
+    await node.kubelet.wait_for(lambda: len(latest(node)) == 8, 2.0, "devices after driver load")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_metrics_count_registrations_allocations_and_health(start_node):
+    port = _free_port()
+    node = await start_node("default", "--metrics-port", str(port))
+    await node.wait_registered(ERDMA)
+    await node.kubelet.allocate(ERDMA, ["erdma_1/0"])
+    node.host.set_port_state("erdma_0", False)
+    await node.kubelet.wait_for(lambda: latest(node).get("erdma_0/0") == "Unhealthy", 1.0)
+    url = f"http://127.0.0.1:{port}/metrics"
+    text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read().decode())
+    assert 'erdma_deviceplugin_registrations_total{resource="aliyun/erdma",result="ok"} 1.0' in text
+    assert 'erdma_agent_allocations_total{device="erdma_1",resource="aliyun/erdma"} 1.0' in text
+    assert 'erdma_deviceplugin_devices{health="Unhealthy",resource="aliyun/erdma"} 4.0' in text
+    assert "erdma_deviceplugin_rpc_duration_seconds_count" in text
+    assert "erdma_agent_scan_duration_seconds_count" in text
+
+
+def test_agent_logs_are_json_lines(short_root: Path):
+    import json
+    import subprocess
+
+    fakehost.build(short_root / "host", "default")
+    proc = subprocess.run(
+        [sys.executable, "-m", "erdma", "agent", "--host-root", str(short_root / "host"),
+         "--prefer-driver", "turbo"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "prefer_driver='turbo'" in proc.stderr and "'default', 'compat' or 'ofed'" in proc.stderr
+    line = json.dumps({"ok": True})
+    assert json.loads(line)["ok"]

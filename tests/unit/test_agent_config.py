@@ -1,0 +1,71 @@
+"""Agent configuration: file < env < flags, and bad values named clearly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from erdma.agent.config import ConfigError, build_config
+
+
+def test_defaults():
+    cfg = build_config(environ={})
+    assert cfg.kubelet_dir == Path("/var/lib/kubelet")
+    assert cfg.slots_per_device == 200 and cfg.prefer_driver == ""
+    assert cfg.exposed_local_eris == [] and not cfg.allocate_all_devices
+
+
+def test_file_then_env_then_flags(tmp_path: Path):
+    file = tmp_path / "agent.yaml"
+    file.write_text("preferDriver: compat\nslotsPerDevice: 10\nexposedLocalERIs: ['i-* erdma_*']\n")
+    cfg = build_config(file, environ={"ERDMA_SLOTS_PER_DEVICE": "20", "NODE_NAME": "n1"})
+    assert (cfg.prefer_driver, cfg.slots_per_device, cfg.node_name) == ("compat", 20, "n1")
+    assert cfg.exposed_local_eris == ["i-* erdma_*"]
+    cfg = build_config(file, environ={}, flags={"prefer_driver": "ofed", "slots_per_device": None})
+    assert (cfg.prefer_driver, cfg.slots_per_device) == ("ofed", 10)
+
+
+def test_reference_flag_form_of_exposed_eris_is_split():
+    cfg = build_config(environ={}, flags={"exposed_local_eris": "i-a erdma_0, i-* erdma_1"})
+    assert cfg.exposed_local_eris == ["i-a erdma_0", "i-* erdma_1"]
+
+
+def test_json_file(tmp_path: Path):
+    file = tmp_path / "agent.json"
+    file.write_text('{"allocateAllDevices": true, "nccl": {"socketIfname": "eth0"}}')
+    cfg = build_config(file, environ={})
+    assert cfg.allocate_all_devices and cfg.nccl.socket_ifname == "eth0"
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ({"prefer_driver": "fast"}, "prefer_driver='fast'"),
+        ({"slots_per_device": 0}, "slots_per_device=0"),
+        ({"device_list_strategy": "env"}, "device_list_strategy='env'"),
+        ({"bogus_key": 1}, "bogus_key=1"),
+    ],
+)
+def test_bad_values_name_key_value_and_accepted(flags, expected):
+    with pytest.raises(ConfigError) as err:
+        build_config(environ={}, flags=flags)
+    assert expected in str(err.value)
+
+
+def test_unknown_driver_lists_valid_values():
+    with pytest.raises(ConfigError, match="'default', 'compat' or 'ofed'"):
+        build_config(environ={"ERDMA_PREFER_DRIVER": "rdma"})
+
+
+def test_bad_files(tmp_path: Path):
+    with pytest.raises(ConfigError, match="No such file"):
+        build_config(tmp_path / "missing.yaml", environ={})
+    broken = tmp_path / "broken.json"
+    broken.write_text("{nope")
+    with pytest.raises(ConfigError, match="not valid json"):
+        build_config(broken, environ={})
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- a\n")
+    with pytest.raises(ConfigError, match="expected a mapping, got list"):
+        build_config(listed, environ={})
