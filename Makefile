@@ -18,6 +18,7 @@ venv: $(STAMP)
 ## demo: run the main job on a simulated node (fixture host, fake kubelet, real agent)
 demo: $(STAMP)
 	$(VENV)/bin/erdma sim
+	$(VENV)/bin/erdma sim --variant gpu
 
 ## test: lint, type-check and run the whole suite
 test: $(STAMP) lint typecheck

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -38,12 +39,30 @@ class ConfigError(ValueError):
 
 
 class NcclConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    """NCCL env for GPU pods in compat/ofed mode; see erdma.agent.nccl.
+
+    `overrides` replace computed values; an empty value removes that variable.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     enabled: bool = True
-    socket_ifname: str = Field("", alias="socketIfname")
-    gid_index: int | None = Field(None, alias="gidIndex", ge=-1)
+    socket_ifname: str = Field(
+        "", alias="socketIfname", pattern=r"^(\^?=?[\w.:@-]+(,[\w.:@-]+)*)?$"
+    )
+    gid_index: int | None = Field(None, alias="gidIndex", ge=-1, le=255)
     overrides: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("overrides")
+    @classmethod
+    def _env_names(cls, values: dict[str, str]) -> dict[str, str]:
+        for key in values:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+                raise ValueError(
+                    f"key {key!r} is not an environment variable name; use letters, digits "
+                    "and underscores, not starting with a digit"
+                )
+        return values
 
 
 class SharedSelectors(BaseModel):
@@ -117,6 +136,7 @@ class AgentConfig(BaseModel):
     metrics_port: int = Field(9709, alias="metricsPort", ge=0, le=65535)
     watch_mode: Literal["auto", "inotify", "poll"] = Field("auto", alias="watchMode")
     host_namespace: bool = Field(False, alias="hostNamespace")
+    prepare_driver: bool = Field(True, alias="prepareDriver")
     driver_install_command: str = Field("", alias="driverInstallCommand")
     nccl: NcclConfig = Field(default_factory=NcclConfig)
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")

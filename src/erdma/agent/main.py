@@ -35,6 +35,8 @@ def _bool_flag(name: str, help_text: str) -> Any:
 @click.option("--instance-id", default=None, help="ECS instance id (Local mode matching).")
 @click.option("--slots-per-device", type=int, default=None, help="Slot IDs per device.")
 @_bool_flag("prestart-container", "Configure SMC-R in PreStartContainer.")
+@_bool_flag("prepare-driver", "Load erdma in the chosen mode (modprobe/rmmod on the host).")
+@_bool_flag("host-namespace", "Run host commands in the host mount namespace (nsenter -t 1 -m).")
 @click.option("--device-list-strategy", default=None)
 @click.option("--rescan-interval", type=float, default=None, help="Seconds between rescans.")
 @click.option("--metrics-port", type=int, default=None, help="Prometheus port (0: off).")

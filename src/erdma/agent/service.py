@@ -18,12 +18,16 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from erdma.agent.config import AgentConfig
 from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy
 from erdma.agent.exposure import Exposure, parse_rules, select
+from erdma.agent.nccl import nccl_env
+from erdma.agent.prepare import keep_preparing, prepare
 from erdma.agent.shared import SharedPlugin, check_disjoint
 from erdma.deviceplugin.lifecycle import Timing
 from erdma.deviceplugin.manager import PluginManager
 from erdma.deviceplugin.plugin import ContainerAllocation, ResourcePlugin
 from erdma.host.devices import scan
+from erdma.host.driver import choose_mode
 from erdma.host.model import DeviceSnapshot, RdmaDevice
+from erdma.host.run import Runner
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +63,17 @@ class Agent:
         self.metrics = AgentMetrics(self.registry)
         self.exposure = self._exposure()
         self.snapshot = scan(config.host_root)
+        self.runner = Runner(host_namespace=config.host_namespace)
+        self.mode, self.mode_reason = choose_mode(config.prefer_driver, self.snapshot.gpus)
+        log.info("driver mode chosen", extra={"mode": self.mode.value, "why": self.mode_reason})
         self.erdma = ErdmaPlugin(
             ErdmaPolicy(
-                mode=self._driver_mode(self.snapshot),
+                mode=self.mode,
                 slots_per_device=config.slots_per_device,
                 allocate_all=config.allocate_all_devices,
                 exposure=self.exposure,
             ),
+            extra_env=self._nccl_env,
             finish_allocation=self._count_allocation,
         )
         self.shared = [
@@ -103,10 +111,20 @@ class Agent:
         log.info("local mode device selection", extra={"rule": exposure.reason})
         return exposure
 
-    def _driver_mode(self, snapshot: DeviceSnapshot) -> str:
-        if self.config.prefer_driver:
-            return self.config.prefer_driver
-        return "compat" if snapshot.modules.compat_mode else "default"
+    def _nccl_env(self, devices: Sequence[RdmaDevice]) -> dict[str, str]:
+        return nccl_env(devices, self.mode, self.config.nccl).envs
+
+    async def _prepare_node(self) -> None:
+        """Load erdma in the chosen mode; retried with backoff while the driver is missing."""
+        await keep_preparing(
+            lambda: prepare(
+                self.runner,
+                self.config.host_root,
+                self.mode.value,
+                self.config.driver_install_command or None,
+                self.snapshot.gpus,
+            )
+        )
 
     def _count_allocation(
         self, devices: Sequence[RdmaDevice], allocation: ContainerAllocation
@@ -138,10 +156,13 @@ class Agent:
             start_http_server(self.config.metrics_port, registry=self.registry)
             log.info("metrics served", extra={"port": self.config.metrics_port})
         async with self.manager:
-            rescans = asyncio.create_task(self._rescan_forever())
+            tasks = [asyncio.create_task(self._rescan_forever())]
+            if self.config.prepare_driver:
+                tasks.append(asyncio.create_task(self._prepare_node()))
             try:
                 await stop.wait()
             finally:
-                rescans.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await rescans
+                for task in tasks:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task

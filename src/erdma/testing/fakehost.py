@@ -362,6 +362,49 @@ class FakeHost:
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
+    # -- kernel modules and GID tables (driver preparation, NCCL) -------------------------
+    def module_loaded(self, name: str) -> bool:
+        return (self.sys / "module" / name).is_dir()
+
+    def load_module(self, name: str, params: dict[str, str] | None = None) -> None:
+        """What the kernel shows after loading a module: its dir, parameters, refcnt 0."""
+        module = self.sys / "module" / name
+        for param, value in (params or {}).items():
+            self._write(module / "parameters" / param, value)
+        self._write(module / "refcnt", "0")
+
+    def unload_module(self, name: str) -> None:
+        shutil.rmtree(self.sys / "module" / name, ignore_errors=True)
+
+    def set_refcount(self, name: str, count: int) -> None:
+        """Users holding a loaded module (open verbs contexts, dependent modules)."""
+        self._write(self.sys / "module" / name / "refcnt", str(count))
+
+    def insert_gid(self, device: str, index: int, address: str) -> None:
+        """Put a RoCE v2 GID for `address` at `index`, moving later entries up one slot.
+
+        This is the table of a netdev whose addresses arrived in another order (an IPv6
+        global address before the IPv4 one), so its first IPv4 GID index differs. RoCE-style
+        (compat) tables only: an iWARP port has a single GID and no gid_attrs.
+        """
+        port = self._ib_dir(device) / "ports/1"
+        ip = ipaddress.ip_address(address)
+        packed = ip.packed if ip.version == 6 else bytes(10) + b"\xff\xff" + ip.packed
+        netdev = next(d.netdev for d in self.spec.rdma if d.name == device)
+        entries = [
+            (
+                (port / "gids" / str(i)).read_text().strip(),
+                (port / "gid_attrs/types" / str(i)).read_text().strip(),
+                (port / "gid_attrs/ndevs" / str(i)).read_text().strip(),
+            )
+            for i in range(GID_TABLE_LEN)
+        ]
+        entries.insert(index, (_groups(packed), "RoCE v2", netdev))
+        for i, (gid, kind, ndev) in enumerate(entries[:GID_TABLE_LEN]):
+            self._write(port / "gids" / str(i), gid)
+            self._write(port / "gid_attrs/types" / str(i), kind)
+            self._write(port / "gid_attrs/ndevs" / str(i), ndev)
+
 
 def _groups(raw: bytes) -> str:
     hexed = raw.hex()

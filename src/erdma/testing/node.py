@@ -43,6 +43,7 @@ class SimulatedNode:
             "--kubelet-dir", str(self.kubelet_dir),
             "--metrics-port", "0",
             "--rescan-interval", "0.2",
+            "--no-prepare-driver",
             *self.agent_args,
         ]  # fmt: skip
 

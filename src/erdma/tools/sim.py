@@ -15,8 +15,11 @@ from pathlib import Path
 import click
 
 from erdma.agent.erdma import RESOURCE_NAME as ERDMA
+from erdma.agent.prepare import prepare
 from erdma.host.devices import scan
+from erdma.host.run import RecordingRunner
 from erdma.testing import fakehost
+from erdma.testing.fakecmds import KmodCommands
 from erdma.testing.node import SimulatedNode
 from erdma.tools.devices import render_table
 
@@ -49,9 +52,22 @@ async def _health_round(node: SimulatedNode, resource: str, devices: list[str]) 
         _show_capacity(node, resource)
 
 
+async def _show_preparation(node: SimulatedNode) -> None:
+    """The agent's node preparation, run against the fixture's kmod (nothing touches this host)."""
+    runner = RecordingRunner(handlers=[KmodCommands(node.host)])
+    result = await prepare(runner, node.host_root)
+    _say(f"\n== driver mode: {result.mode.value} ({result.reason})")
+    for line in (*result.actions, *result.notes):
+        _say(f"   {line}")
+    for argv in runner.calls:
+        _say(f"   ran: {' '.join(argv)}")
+
+
 async def _narrate(node: SimulatedNode, variant: str, resource: str) -> None:
     _say(f"== fixture host ({variant}): what the agent discovers")
     _say(render_table(scan(node.host_root)))
+    if resource == ERDMA:
+        await _show_preparation(node)
     await node.start()
     await node.wait_registered(resource)
     reg = next(r for r in node.kubelet.registrations if r.resource_name == resource)

@@ -1,0 +1,112 @@
+"""Node preparation: choose the driver mode, get erdma loaded in it, and report the outcome.
+
+The reference agent panicked when the driver was missing or busy, so the pod crash-looped and
+the reason scrolled away in restart logs. Here one attempt returns a `PrepareResult` (mode and
+why, what is loaded, what was done, and a problem with its remedy), and `keep_preparing`
+retries with backoff until the node is ready, logging each new problem once. The agent stays
+up, and the result can be shown as it is (status, events, `erdma doctor`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from erdma.host.devices import scan
+from erdma.host.driver import DriverError, DriverMode, choose_mode, loaded_driver, switch_mode
+from erdma.host.model import Gpu
+from erdma.host.run import Runner
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why the node is not ready, and what a person can do about it."""
+
+    summary: str
+    remedy: str
+
+    def __str__(self) -> str:
+        return f"{self.summary}; {self.remedy}"
+
+
+@dataclass(frozen=True)
+class PrepareResult:
+    """One attempt's outcome, complete enough to show a person without reading logs."""
+
+    mode: DriverMode
+    reason: str  # why this mode: the configured preferDriver, or what automatic choice saw
+    loaded: bool
+    compat_mode: bool | None  # None: not loaded, or the upstream driver
+    actions: tuple[str, ...]
+    notes: tuple[str, ...]  # best-effort steps (smc, nvidia_peermem) and observations
+    problem: Problem | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.problem is None and self.loaded
+
+
+async def prepare(
+    runner: Runner,
+    root: str | os.PathLike[str] = "/",
+    prefer: str | None = None,
+    install_command: str | None = None,
+    gpus: Sequence[Gpu] | None = None,
+) -> PrepareResult:
+    """One attempt at preparing the node; safe to repeat.
+
+    `prefer` is `preferDriver` (empty or None: automatic, from `gpus` or a scan of `root`).
+    An invalid `prefer` raises ValueError: that is a configuration error, not a node state.
+    """
+    found = scan(root).gpus if gpus is None else gpus
+    mode, reason = choose_mode(prefer, found)
+    try:
+        done = await switch_mode(runner, mode, root, install_command)
+    except DriverError as exc:
+        state = loaded_driver(root)
+        return PrepareResult(
+            mode, reason, state.loaded, state.compat_mode, (), (),
+            Problem(exc.problem, exc.remedy),
+        )  # fmt: skip
+    return PrepareResult(
+        mode, reason, done.driver.loaded, done.driver.compat_mode, done.actions, done.notes
+    )
+
+
+async def keep_preparing(
+    attempt: Callable[[], Awaitable[PrepareResult]],
+    initial_delay: float = 2.0,
+    max_delay: float = 300.0,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+) -> PrepareResult:
+    """Repeat `attempt` with doubling delays (capped) until the node is ready.
+
+    A problem is logged when it first appears or changes, not on every retry, so a node
+    waiting for its driver to be installed says so once and then waits quietly.
+    """
+    delay = initial_delay
+    last: Problem | None = None
+    while True:
+        result = await attempt()
+        if result.ready:
+            log.info(
+                "erdma driver ready: mode %s (%s); %s",
+                result.mode, result.reason, "; ".join(result.actions + result.notes),
+            )  # fmt: skip
+            return result
+        problem = result.problem or Problem(
+            "erdma is not loaded after preparing", "see the kernel log on the node (dmesg)"
+        )
+        if problem != last:
+            log.warning(
+                "erdma driver not ready (mode %s, %s): %s; retrying every %gs at most",
+                result.mode, result.reason, problem, max_delay,
+            )  # fmt: skip
+            last = problem
+        await sleep(delay)
+        delay = min(delay * 2, max_delay)
