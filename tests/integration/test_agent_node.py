@@ -197,3 +197,25 @@ def test_agent_logs_are_json_lines(short_root: Path):
     assert "prefer_driver='turbo'" in proc.stderr and "'default', 'compat' or 'ofed'" in proc.stderr
     line = json.dumps({"ok": True})
     assert json.loads(line)["ok"]
+
+
+async def test_cdi_strategy_writes_the_spec_and_answers_with_cdi_names(start_node, short_root):
+    cdi_dir = short_root / "cdi"
+    node = await start_node(
+        "default", "--device-list-strategy", "cdi-cdi-devices", "--cdi-spec-dir", str(cdi_dir)
+    )
+    await node.wait_registered(ERDMA)
+    spec = (cdi_dir / "aliyun.com-erdma.yaml").read_text()
+    assert "kind: aliyun.com/erdma" in spec and "/dev/infiniband/rdma_cm" in spec
+    response = await node.kubelet.allocate(ERDMA, ["erdma_1/0"])
+    container = response.container_responses[0]
+    assert [d.name for d in container.cdi_devices] == ["aliyun.com/erdma=erdma_1"]
+    assert list(container.devices) == []
+
+
+async def test_bad_device_list_strategy_is_refused_at_start(start_node):
+    node = await start_node("default", "--device-list-strategy", "envvar")
+    assert node.process is not None
+    assert await asyncio.wait_for(node.process.wait(), 20) == 2
+    assert "device_list_strategy='envvar'" in node.agent_log()
+    assert "'device-specs', 'cdi-cdi-devices' or 'cdi-annotations'" in node.agent_log()

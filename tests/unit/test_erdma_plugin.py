@@ -173,3 +173,16 @@ def test_driver_loaded_late_fills_the_list(tmp_path: Path):
     host.load_driver(fakehost.erdma_node())
     assert plugin.update(scan(tmp_path)) is True
     assert [d.id for d in plugin.devices()] == ["erdma_0/0", "erdma_1/0"]
+
+
+def test_cdi_strategies_name_devices_instead_of_listing_nodes(tmp_path: Path):
+    from erdma.cdi import DeviceListStrategy
+
+    plugin = plugin_on(tmp_path, device_list_strategy=DeviceListStrategy.CDI_DEVICES)
+    (alloc,) = plugin.allocate([["erdma_1/0", "erdma_0/2"]])
+    assert alloc.cdi_devices == ["aliyun.com/erdma=erdma_0", "aliyun.com/erdma=erdma_1"]
+    assert alloc.devices == [] and alloc.envs["ERDMA_DEVICES"] == "erdma_0,erdma_1"
+    plugin = plugin_on(tmp_path / "b", device_list_strategy=DeviceListStrategy.CDI_ANNOTATIONS)
+    (alloc,) = plugin.allocate([["erdma_1/0"]])
+    assert alloc.annotations == {"cdi.k8s.io/erdma": "aliyun.com/erdma=erdma_1"}
+    assert alloc.devices == [] and alloc.cdi_devices == []

@@ -17,8 +17,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-DRIVER_CHOICES = ("", "default", "compat", "ofed")
-DEVICE_LIST_STRATEGIES = ("device-specs", "cdi-cdi-devices", "cdi-annotations")
+from erdma.cdi import DeviceListStrategy
+
 ENV_PREFIX = "ERDMA_"
 
 
@@ -129,14 +129,20 @@ class AgentConfig(BaseModel):
     instance_id: str = Field("", alias="instanceID")
     slots_per_device: int = Field(200, alias="slotsPerDevice", ge=1, le=10000)
     prestart_container: bool = Field(False, alias="prestartContainer")
-    device_list_strategy: Literal["device-specs", "cdi-cdi-devices", "cdi-annotations"] = Field(
-        "device-specs", alias="deviceListStrategy"
+    device_list_strategy: DeviceListStrategy = Field(
+        DeviceListStrategy.DEVICE_SPECS, alias="deviceListStrategy"
     )
+    cdi_spec_dir: Path = Field(Path("/var/run/cdi"), alias="cdiSpecDir")
     rescan_interval: float = Field(0.5, alias="rescanInterval", gt=0, le=60)
     metrics_port: int = Field(9709, alias="metricsPort", ge=0, le=65535)
     watch_mode: Literal["auto", "inotify", "poll"] = Field("auto", alias="watchMode")
     host_namespace: bool = Field(False, alias="hostNamespace")
-    prepare_driver: bool = Field(True, alias="prepareDriver")
+    prepare_node: bool = Field(True, alias="prepareNode")
+    runtime_socket: str = Field("", alias="runtimeSocket")
+    metadata_url: str = Field("http://100.100.100.200", alias="metadataURL")
+    jumbo_frame_mtu: int = Field(8500, alias="jumboFrameMTU", ge=1280, le=9000)
+    kubeconfig: str = ""
+    smcr_disable_ipv6: bool = Field(True, alias="smcrDisableIPv6")
     driver_install_command: str = Field("", alias="driverInstallCommand")
     nccl: NcclConfig = Field(default_factory=NcclConfig)
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")
@@ -191,7 +197,7 @@ def load_file(path: Path) -> dict[str, Any]:
 
 
 def env_values(environ: Mapping[str, str]) -> dict[str, Any]:
-    """`ERDMA_PREFER_DRIVER=ofed` -> {"prefer_driver": "ofed"}; NODE_NAME is honoured too."""
+    """`ERDMA_PREFER_DRIVER=ofed` -> {"prefer_driver": "ofed"}; NODE_NAME, RUNTIME_SOCK too."""
     values: dict[str, Any] = {}
     fields = AgentConfig.model_fields
     for key, raw in environ.items():
@@ -201,6 +207,8 @@ def env_values(environ: Mapping[str, str]) -> dict[str, Any]:
                 values[name] = raw
     if environ.get("NODE_NAME") and "node_name" not in values:
         values["node_name"] = environ["NODE_NAME"]
+    if environ.get("RUNTIME_SOCK") and "runtime_socket" not in values:
+        values["runtime_socket"] = environ["RUNTIME_SOCK"]
     return values
 
 

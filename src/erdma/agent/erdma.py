@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from erdma.agent.allocation import Placement, device_of, preferred, slot_ids
 from erdma.agent.exposure import Exposure
 from erdma.agent.health import device_health
+from erdma.cdi import DeviceListStrategy, cdi_annotations, cdi_device_names
 from erdma.deviceplugin.plugin import (
     AllocationError,
     ContainerAllocation,
@@ -47,6 +48,7 @@ class ErdmaPolicy:
     slots_per_device: int = 200
     allocate_all: bool = False
     exposure: Exposure = field(default_factory=lambda: Exposure(None, "all devices"))
+    device_list_strategy: DeviceListStrategy = DeviceListStrategy.DEVICE_SPECS
 
 
 class ErdmaPlugin(ResourcePlugin):
@@ -76,8 +78,8 @@ class ErdmaPlugin(ResourcePlugin):
     def update(self, snapshot: DeviceSnapshot) -> bool:
         """Adopt a new scan; tells the framework (and so kubelet) only when the list changed."""
         self._snapshot = snapshot
-        names = self.policy.exposure.filter([d.name for d in snapshot.erdma_devices])
-        exposed = {name: dev for name in names if (dev := snapshot.by_name(name)) is not None}
+        chosen = self.policy.exposure.select(snapshot.erdma_devices)
+        exposed = {dev.name: dev for dev in chosen}
         health = {name: device_health(dev) for name, dev in exposed.items()}
         self._log_changes(exposed, health)
         self._exposed, self._health = exposed, health
@@ -115,6 +117,11 @@ class ErdmaPlugin(ResourcePlugin):
     def devices(self) -> Sequence[PluginDevice]:
         return self._list
 
+    def expose(self, exposure: Exposure) -> None:
+        """Change which devices are exposed (Regular mode: once the ERIs are Ready)."""
+        self.policy = replace(self.policy, exposure=exposure)
+        self.update(self._snapshot)
+
     # -- allocation ----------------------------------------------------------------------
     def allocate(self, container_requests: Sequence[Sequence[str]]) -> list[ContainerAllocation]:
         return [self._allocate_one(ids) for ids in container_requests]
@@ -132,11 +139,13 @@ class ErdmaPlugin(ResourcePlugin):
                 )
         devices = [self._exposed[n] for n in names]
         allocation = ContainerAllocation()
-        for device in devices:
-            allocation.devices.append(DeviceNode(device.uverbs.path, device.uverbs.path))
-        cm = self._snapshot.rdma_cm
-        if devices and self.policy.mode == "default" and cm is not None and cm.present:
-            allocation.devices.append(DeviceNode(cm.path, cm.path))
+        strategy = self.policy.device_list_strategy
+        if strategy is DeviceListStrategy.CDI_DEVICES:
+            allocation.cdi_devices = cdi_device_names(devices)
+        elif strategy is DeviceListStrategy.CDI_ANNOTATIONS:
+            allocation.annotations.update(cdi_annotations(devices))
+        else:
+            allocation.devices = self._device_nodes(devices)
         if devices:
             allocation.envs["ERDMA_DEVICES"] = ",".join(names)
             pnetid = next((d.pnetid for d in devices if d.pnetid), None)
@@ -147,6 +156,18 @@ class ErdmaPlugin(ResourcePlugin):
             if self._finish is not None:
                 self._finish(devices, allocation)
         return allocation
+
+    def _device_nodes(self, devices: Sequence[RdmaDevice]) -> list[DeviceNode]:
+        nodes = [DeviceNode(d.uverbs.path, d.uverbs.path) for d in devices]
+        cm = self._snapshot.rdma_cm
+        if nodes and self.wants_rdma_cm and cm is not None and cm.present:
+            nodes.append(DeviceNode(cm.path, cm.path))
+        return nodes
+
+    @property
+    def wants_rdma_cm(self) -> bool:
+        """`rdma_cm` goes to pods only in the `default` (iWARP) mode, as the reference does."""
+        return self.policy.mode == "default"
 
     def preferred_allocation(
         self, available: Sequence[str], must_include: Sequence[str], size: int

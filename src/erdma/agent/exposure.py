@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from erdma.host.model import RdmaDevice
+
 ACCEPTED_FORM = "'<instance-id|i-*> <device>[/<device>...]', e.g. 'i-* erdma_*'"
 _ENTRY = re.compile(r"^(i-(?:[A-Za-z0-9][A-Za-z0-9-]*|\*))\s+(\S+)$")
 _DEVICE = re.compile(r"^[A-Za-z0-9_.*?\[\]-]+$")
@@ -50,15 +52,27 @@ def parse_rules(entries: Iterable[str]) -> tuple[ExposureRule, ...]:
 
 @dataclass(frozen=True)
 class Exposure:
-    """The rule that applies on this node, or None for "every device"."""
+    """Which devices this node exposes: by Local mode rule (None: every device) or, in Regular
+    mode, by the MACs of the ERIs the controller recorded as Ready."""
 
     rule: ExposureRule | None
     reason: str
+    macs: frozenset[str] | None = None
 
     def filter(self, names: Sequence[str]) -> list[str]:
         if self.rule is None:
             return list(names)
         return [name for name in names if self.rule.exposes(name)]
+
+    def select(self, devices: Sequence[RdmaDevice]) -> list[RdmaDevice]:
+        if self.macs is not None:
+            return [d for d in devices if d.mac is not None and d.mac.lower() in self.macs]
+        allowed = set(self.filter([d.name for d in devices]))
+        return [d for d in devices if d.name in allowed]
+
+
+def by_macs(macs: Iterable[str], reason: str) -> Exposure:
+    return Exposure(None, reason, frozenset(m.lower() for m in macs))
 
 
 def select(rules: Sequence[ExposureRule], instance_id: str) -> Exposure:

@@ -35,14 +35,21 @@ def _bool_flag(name: str, help_text: str) -> Any:
 @click.option("--instance-id", default=None, help="ECS instance id (Local mode matching).")
 @click.option("--slots-per-device", type=int, default=None, help="Slot IDs per device.")
 @_bool_flag("prestart-container", "Configure SMC-R in PreStartContainer.")
-@_bool_flag("prepare-driver", "Load erdma in the chosen mode (modprobe/rmmod on the host).")
+@_bool_flag("prepare-node", "Load erdma in the chosen mode and set up the host pnet table.")
 @_bool_flag("host-namespace", "Run host commands in the host mount namespace (nsenter -t 1 -m).")
-@click.option("--device-list-strategy", default=None)
+@click.option(
+    "--device-list-strategy", default=None, help="device-specs | cdi-cdi-devices | cdi-annotations."
+)
+@click.option("--cdi-spec-dir", type=click.Path(path_type=Path), default=None)
 @click.option("--rescan-interval", type=float, default=None, help="Seconds between rescans.")
 @click.option("--metrics-port", type=int, default=None, help="Prometheus port (0: off).")
 @click.option("--watch-mode", default=None, help="auto | inotify | poll.")
 @click.option("--resources", default=None, help="Comma-joined: aliyun/erdma, shared.")
 @_bool_flag("non-host-network-rdma", "Allow shared RDMA for non-hostNetwork pods.")
+@click.option("--runtime-socket", default=None, help="CRI socket (env RUNTIME_SOCK).")
+@click.option("--metadata-url", default=None, help="ECS instance metadata base URL.")
+@click.option("--jumbo-frame-mtu", type=int, default=None, help="MTU for jumbo-frame ERIs.")
+@click.option("--kubeconfig", default=None, help="Kubeconfig (default: in-cluster).")
 @click.option("--log-level", default=None)
 def agent_command(config_file: Path | None, **flags: Any) -> None:
     """Run the node agent: device plugins for kubelet, health, node preparation."""

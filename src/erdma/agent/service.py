@@ -16,18 +16,24 @@ from collections.abc import Sequence
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
 from erdma.agent.config import AgentConfig
-from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy
-from erdma.agent.exposure import Exposure, parse_rules, select
+from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy, PreStartHook
+from erdma.agent.exposure import Exposure, by_macs, parse_rules, select
 from erdma.agent.nccl import nccl_env
 from erdma.agent.prepare import keep_preparing, prepare
+from erdma.agent.regular import prepare_regular_mode
 from erdma.agent.shared import SharedPlugin, check_disjoint
+from erdma.agent.smcr import PodNetnsSteps, SmcrConfigurator, Sysctls
+from erdma.cdi import NoDevicesError, build_spec, write_spec
+from erdma.controller.kube import KubeApi, new_client
 from erdma.deviceplugin.lifecycle import Timing
 from erdma.deviceplugin.manager import PluginManager
 from erdma.deviceplugin.plugin import ContainerAllocation, ResourcePlugin
 from erdma.host.devices import scan
 from erdma.host.driver import choose_mode
+from erdma.host.metadata import MetadataClient
 from erdma.host.model import DeviceSnapshot, RdmaDevice
 from erdma.host.run import Runner
+from erdma.host.smc import SmcUnavailable, default_backend, ensure_host_pnet
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +67,7 @@ class Agent:
         self.config = config
         self.registry = registry or CollectorRegistry()
         self.metrics = AgentMetrics(self.registry)
+        self._cdi_spec: dict[str, object] | None = None
         self.exposure = self._exposure()
         self.snapshot = scan(config.host_root)
         self.runner = Runner(host_namespace=config.host_namespace)
@@ -72,10 +79,14 @@ class Agent:
                 slots_per_device=config.slots_per_device,
                 allocate_all=config.allocate_all_devices,
                 exposure=self.exposure,
+                device_list_strategy=config.device_list_strategy,
             ),
             extra_env=self._nccl_env,
             finish_allocation=self._count_allocation,
+            prestart=self._smcr_prestart() if config.prestart_container else None,
         )
+        self._pnet_devices: tuple[tuple[str, str | None], ...] | None = None
+        self._prepared = False
         self.shared = [
             SharedPlugin(
                 resource,
@@ -102,11 +113,25 @@ class Agent:
         self.erdma.update(snapshot)
         for plugin in self.shared:
             plugin.update(snapshot)
+        if self.config.device_list_strategy.uses_cdi:
+            self._write_cdi_spec(snapshot)
+
+    def _write_cdi_spec(self, snapshot: DeviceSnapshot) -> None:
+        """Keep the node's CDI spec in step with the devices, so CDI names always resolve."""
+        try:
+            spec = build_spec(snapshot, with_rdma_cm=self.erdma.wants_rdma_cm)
+        except NoDevicesError:
+            return
+        if spec != self._cdi_spec:
+            path = write_spec(spec, self.config.cdi_spec_dir)
+            self._cdi_spec = spec
+            log.info("CDI spec written", extra={"path": str(path)})
 
     def _exposure(self) -> Exposure:
-        """Local mode picks devices by `exposedLocalERIs`; a bad entry fails at start."""
+        """Local mode picks devices by `exposedLocalERIs` (a bad entry fails at start); Regular
+        mode exposes nothing until the controller's ERdmaDevice for this node is Ready."""
         if not self.config.local_eri_discovery:
-            return Exposure(None, "every eRDMA device on the node")
+            return by_macs((), "Regular mode: waiting for this node's ERdmaDevice to be Ready")
         exposure = select(parse_rules(self.config.exposed_local_eris), self.config.instance_id)
         log.info("local mode device selection", extra={"rule": exposure.reason})
         return exposure
@@ -114,8 +139,41 @@ class Agent:
     def _nccl_env(self, devices: Sequence[RdmaDevice]) -> dict[str, str]:
         return nccl_env(devices, self.mode, self.config.nccl).envs
 
+    def _smcr_prestart(self) -> PreStartHook:
+        """SMC-R in PreStartContainer (path 1): the pod's netns, found via pod-resources + CRI."""
+        steps = PodNetnsSteps(
+            Sysctls(),
+            pnet_for=lambda netns: default_backend(self.runner, netns),
+            disable_ipv6=self.config.smcr_disable_ipv6,
+        )
+        configurator = SmcrConfigurator(
+            steps,
+            pod_resources_socket=self.config.kubelet_dir / "pod-resources" / "kubelet.sock",
+            runtime_socket=self.config.runtime_socket or None,
+            host_root=self.config.host_root,
+        )
+
+        async def hook(device_ids: Sequence[str]) -> None:
+            await configurator.prestart(device_ids, self.erdma.pnetid_of)
+
+        return hook
+
+    async def _ensure_host_pnet(self) -> None:
+        """Each eRDMA device's PNETID in the host pnet table (default/compat), once per change."""
+        devices = self.snapshot.erdma_devices
+        key = tuple((d.name, d.pnetid) for d in devices)
+        if not self.mode.wants_smc or key == self._pnet_devices or not devices:
+            return
+        self._pnet_devices = key
+        try:
+            await ensure_host_pnet(default_backend(self.runner), devices, self.config.host_root)
+        except (SmcUnavailable, OSError) as exc:
+            log.warning("host SMC pnet table not set up: SMC-R in pods will fall back to TCP",
+                        extra={"reason": str(exc)})  # fmt: skip
+
     async def _prepare_node(self) -> None:
-        """Load erdma in the chosen mode; retried with backoff while the driver is missing."""
+        """Load erdma in the chosen mode (retried with backoff while the driver is missing),
+        then keep the host pnet table in step with the devices."""
         await keep_preparing(
             lambda: prepare(
                 self.runner,
@@ -125,6 +183,8 @@ class Agent:
                 self.snapshot.gpus,
             )
         )
+        self._prepared = True
+        await self._ensure_host_pnet()
 
     def _count_allocation(
         self, devices: Sequence[RdmaDevice], allocation: ContainerAllocation
@@ -150,6 +210,24 @@ class Agent:
                 )
             warned_no_driver = not self.snapshot.devices
             self._publish(self.snapshot)
+            if self._prepared:
+                await self._ensure_host_pnet()
+
+    async def _regular_mode(self) -> None:
+        """Wait (watching, not polling) for the ERIs, bring up their netdevs, expose them."""
+        if not self.config.node_name:
+            log.error("Regular mode needs the node name (NODE_NAME or --node-name)")
+            return
+        kube = KubeApi(new_client(self.config.kubeconfig or None))
+        device = await prepare_regular_mode(
+            kube,
+            self.config.node_name,
+            MetadataClient(self.config.metadata_url),
+            jumbo_mtu=self.config.jumbo_frame_mtu,
+        )
+        macs = [d.mac for d in device.devices]
+        self.erdma.expose(by_macs(macs, f"Regular mode: ERIs {', '.join(macs)}"))
+        log.info("exposing the node's ERIs", extra={"macs": macs})
 
     async def run(self, stop: asyncio.Event) -> None:
         if self.config.metrics_port:
@@ -157,8 +235,10 @@ class Agent:
             log.info("metrics served", extra={"port": self.config.metrics_port})
         async with self.manager:
             tasks = [asyncio.create_task(self._rescan_forever())]
-            if self.config.prepare_driver:
+            if self.config.prepare_node:
                 tasks.append(asyncio.create_task(self._prepare_node()))
+            if not self.config.local_eri_discovery:
+                tasks.append(asyncio.create_task(self._regular_mode()))
             try:
                 await stop.wait()
             finally:

@@ -43,7 +43,8 @@ class SimulatedNode:
             "--kubelet-dir", str(self.kubelet_dir),
             "--metrics-port", "0",
             "--rescan-interval", "0.2",
-            "--no-prepare-driver",
+            "--no-prepare-node",
+            "--local-eri-discovery",
             *self.agent_args,
         ]  # fmt: skip
 

@@ -1,0 +1,1 @@
+"""Regular-mode controller: Elastic RDMA Interfaces through the ECS OpenAPI."""

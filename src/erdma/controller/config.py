@@ -1,0 +1,109 @@
+"""Controller settings: the chart's ``config.json``, validated with clear errors.
+
+The keys are those of the reference controller's ConfigMap, so an existing Helm values file keeps
+working; keys the reference ignored (``localERIDiscovery``, the webhook ones) are accepted and
+kept. Additions are ours and default to the behaviour most users want. An unknown key is an
+error, because a misspelt key silently falling back to a default is worse than a failed start.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+DEFAULT_CONFIG_PATH = "/etc/erdma-controller/config.json"
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the key, the value and the fix."""
+
+
+class ControllerConfig(BaseModel):
+    """``config.json`` of ``erdma controller``; field aliases are the JSON keys."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    # Keys of the reference controller.
+    region: str = Field("", description="ECS region; empty means read it from instance metadata")
+    manage_non_owned_enis: bool = Field(True, alias="manageNonOwnedENIs")
+    node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
+    wait_node_ready_timeout_seconds: int = Field(300, ge=0, alias="waitNodeReadyTimeoutSeconds")
+    controller_namespace: str = Field("kube-system", alias="controllerNamespace")
+    controller_name: str = Field("alibabacloud-erdma-controller", alias="controllerName")
+    cluster_domain: str = Field("cluster.local", alias="clusterDomain")
+    cert_dir: str = Field("/var/lib/certDir", alias="certDir")
+    enable_device_plugin: bool = Field(True, alias="enableDevicePlugin")
+    enable_webhook: bool = Field(False, alias="enableWebhook")
+    enable_init_container_inject: bool = Field(True, alias="enableInitContainerInject")
+    smc_init_image: str = Field("", alias="smcInitImage")
+    local_eri_discovery: bool = Field(False, alias="localERIDiscovery")
+
+    # Ours.
+    cleanup_on_node_delete: bool = Field(True, alias="cleanupOnNodeDelete")
+    pending_requeue_seconds: float = Field(10.0, gt=0, alias="pendingRequeueSeconds")
+    node_not_ready_requeue_seconds: float = Field(30.0, gt=0, alias="nodeNotReadyRequeueSeconds")
+    reverify_interval_seconds: float = Field(300.0, gt=0, alias="reverifyIntervalSeconds")
+    error_requeue_seconds: float = Field(30.0, gt=0, alias="errorRequeueSeconds")
+    lease_name: str = Field("26dc1c71.alibabacloud.com", min_length=1, alias="leaseName")
+    lease_duration_seconds: float = Field(15.0, ge=2, alias="leaseDurationSeconds")
+    health_port: int = Field(8081, ge=0, le=65535, alias="healthPort")
+    ecs_endpoint: str = Field("", alias="ecsEndpoint")
+    ecs_protocol: Literal["HTTPS", "HTTP"] = Field("HTTPS", alias="ecsProtocol")
+    ecs_rate_limit: float = Field(10.0, gt=0, alias="ecsRateLimit")
+    ecs_burst: float = Field(10.0, ge=1, alias="ecsBurst")
+    ecs_timeout_seconds: float = Field(10.0, gt=0, alias="ecsTimeoutSeconds")
+
+    @field_validator("node_selector")
+    @classmethod
+    def _selector_not_blank(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not key.strip():
+                raise ValueError("label keys must not be empty")
+        return value
+
+    def owns(self, labels: dict[str, str] | None) -> bool:
+        """Whether a Node with these labels is managed: every selector pair must match exactly."""
+        have = labels or {}
+        return all(have.get(k) == v for k, v in self.node_selector.items())
+
+
+def parse_config(data: Any, source: str = "config") -> ControllerConfig:
+    """Validate already-decoded JSON; ``source`` names the file in error messages."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a JSON object, got {type(data).__name__}")
+    try:
+        return ControllerConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, data, source)) from None
+
+
+def load_config(path: str | Path) -> ControllerConfig:
+    """Read and validate ``config.json``."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read the controller config: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{p}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    return parse_config(data, str(p))
+
+
+def _describe(exc: ValidationError, data: dict[str, Any], source: str) -> str:
+    """One line per problem: ``key 'x': value 'y' is invalid: <pydantic's reason>``."""
+    accepted = sorted(f.alias or n for n, f in ControllerConfig.model_fields.items())
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        top = str(err["loc"][0]) if err["loc"] else ""
+        if err["type"] == "extra_forbidden":
+            lines.append(f"unknown key {key!r}; accepted keys: {', '.join(accepted)}")
+            continue
+        value = err.get("input", data.get(top))
+        lines.append(f"key {key!r}: value {value!r} is invalid: {err['msg']}")
+    return f"{source}: " + "; ".join(lines)

@@ -1,0 +1,173 @@
+"""Who the controller is towards Alibaba Cloud, and which region it works in.
+
+``credential.json`` (mounted from the chart's Secret) selects a credential type compatible with
+the reference controller: ``""``/``access_key`` (``accessKeyID`` + ``accessKeySecret``),
+``ecs_ram_role`` (the instance's RAM role through IMDSv2 only) or ``oidc_role_arn`` (RRSA:
+the ``ALIBABA_CLOUD_*`` variables ACK pod identity injects).  The chosen type is turned into an
+``alibabacloud_credentials`` client, which refreshes temporary credentials by itself.
+
+Secrets never appear in ``repr``, ``str`` or error messages.  The region comes from the config
+or, when empty, from the ECS metadata service (IMDSv2 token first, as the reference does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from alibabacloud_credentials.client import Client as CredentialClient  # type: ignore[import-untyped]
+from alibabacloud_credentials.models import Config as CredentialConfig  # type: ignore[import-untyped]
+
+DEFAULT_CREDENTIAL_PATH = "/etc/erdma-controller-credential/credential.json"
+METADATA_URL = "http://100.100.100.200"
+ACCEPTED_TYPES = ("access_key", "ecs_ram_role", "oidc_role_arn")
+OIDC_ENV = (
+    "ALIBABA_CLOUD_ROLE_ARN",
+    "ALIBABA_CLOUD_OIDC_PROVIDER_ARN",
+    "ALIBABA_CLOUD_OIDC_TOKEN_FILE",
+)
+KNOWN_KEYS = ("type", "accessKeyID", "accessKeySecret", "roleName")
+
+
+class CredentialError(ValueError):
+    """The credential configuration cannot work; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class CredentialSettings:
+    """The parsed ``credential.json``.  ``access_key_secret`` is excluded from repr."""
+
+    type: str = "access_key"
+    access_key_id: str = ""
+    access_key_secret: str = field(default="", repr=False)
+    role_name: str = ""
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> CredentialSettings:
+        """Validate the JSON keys; unknown type or key is an error listing what is accepted."""
+        unknown = sorted(set(data) - set(KNOWN_KEYS))
+        if unknown:
+            raise CredentialError(
+                f"credential key(s) {unknown} are not recognised; accepted: {list(KNOWN_KEYS)}"
+            )
+        for key in KNOWN_KEYS:
+            if key in data and not isinstance(data[key], str):
+                raise CredentialError(
+                    f"credential key {key!r} must be a string, got {type(data[key]).__name__}"
+                )
+        kind = data.get("type") or "access_key"
+        if kind not in ACCEPTED_TYPES:
+            raise CredentialError(
+                f"credentials.type {kind!r} is not supported; accepted: "
+                f"{', '.join(repr(t) for t in ('', *ACCEPTED_TYPES))}"
+            )
+        return cls(
+            type=kind,
+            access_key_id=data.get("accessKeyID", ""),
+            access_key_secret=data.get("accessKeySecret", ""),
+            role_name=data.get("roleName", ""),
+        )
+
+    @classmethod
+    def from_file(cls, path: str | Path = DEFAULT_CREDENTIAL_PATH) -> CredentialSettings:
+        """Read ``credential.json``; a missing file means empty AccessKey credentials."""
+        file = Path(path)
+        if not file.exists():
+            return cls()
+        try:
+            data = json.loads(file.read_text() or "{}")
+        except json.JSONDecodeError as exc:
+            raise CredentialError(
+                f"{file} is not valid JSON: line {exc.lineno}: {exc.msg}"
+            ) from None
+        if not isinstance(data, dict):
+            raise CredentialError(f"{file} must hold a JSON object, got {type(data).__name__}")
+        return cls.from_mapping(data)
+
+
+def build_credential_client(
+    settings: CredentialSettings, env: Mapping[str, str] | None = None
+) -> CredentialClient:
+    """The ``alibabacloud_credentials`` client for the configured type."""
+    env = os.environ if env is None else env
+    if settings.type == "access_key":
+        missing = [
+            key
+            for key, value in (
+                ("accessKeyID", settings.access_key_id),
+                ("accessKeySecret", settings.access_key_secret),
+            )
+            if not value
+        ]
+        if missing:
+            raise CredentialError(
+                f"credentials.type 'access_key' needs {' and '.join(missing)} in credential.json"
+            )
+        config = CredentialConfig(
+            type="access_key",
+            access_key_id=settings.access_key_id,
+            access_key_secret=settings.access_key_secret,
+        )
+    elif settings.type == "ecs_ram_role":
+        config = CredentialConfig(
+            type="ecs_ram_role", role_name=settings.role_name or None, disable_imds_v1=True
+        )
+    else:
+        missing = [name for name in OIDC_ENV if not env.get(name)]
+        if missing:
+            raise CredentialError(
+                f"credentials.type 'oidc_role_arn' needs environment variable(s) {missing}; "
+                "enable RRSA pod identity (ServiceAccount annotation "
+                "pod-identity.alibabacloud.com/role-name)"
+            )
+        config = CredentialConfig(
+            type="oidc_role_arn",
+            role_arn=env["ALIBABA_CLOUD_ROLE_ARN"],
+            oidc_provider_arn=env["ALIBABA_CLOUD_OIDC_PROVIDER_ARN"],
+            oidc_token_file_path=env["ALIBABA_CLOUD_OIDC_TOKEN_FILE"],
+            role_session_name="erdma-controller",
+        )
+    return CredentialClient(config)
+
+
+async def metadata_get(
+    path: str, *, base_url: str = METADATA_URL, attempts: int = 4, timeout: float = 2.0
+) -> str:
+    """GET ``/latest/meta-data/<path>`` with an IMDSv2 token, retrying transient failures."""
+    delay = 0.5
+    last = ""
+    client_timeout = aiohttp.ClientTimeout(total=timeout)
+    for attempt in range(attempts):
+        try:
+            async with aiohttp.ClientSession(timeout=client_timeout) as session:
+                ttl = {"X-aliyun-ecs-metadata-token-ttl-seconds": "21600"}
+                async with session.put(f"{base_url}/latest/api/token", headers=ttl) as resp:
+                    resp.raise_for_status()
+                    token = await resp.text()
+                headers = {"X-aliyun-ecs-metadata-token": token}
+                async with session.get(
+                    f"{base_url}/latest/meta-data/{path}", headers=headers
+                ) as resp:
+                    if resp.status == 404:
+                        raise CredentialError(f"metadata {path!r} does not exist at {base_url}")
+                    resp.raise_for_status()
+                    return (await resp.text()).strip()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        if attempt + 1 < attempts:
+            await asyncio.sleep(delay)
+            delay *= 1.2
+    raise CredentialError(f"cannot read metadata {path!r} from {base_url}: {last}")
+
+
+async def resolve_region(configured: str, *, base_url: str = METADATA_URL) -> str:
+    """The configured region, else the one the metadata service reports."""
+    if configured:
+        return configured
+    return await metadata_get("region-id", base_url=base_url)

@@ -1,0 +1,420 @@
+"""``CloudApi`` on the official Alibaba Cloud ECS SDK, with retries and a shared rate limit.
+
+Every call goes through ``EcsCloud._call``: wait for the token bucket, call the SDK's async
+method, and on failure decide between retrying (throttling, 5xx, timeouts, network errors:
+exponential backoff with full jitter) and raising a ``CloudError`` that names the ECS code,
+the action and what a person can do about it.  The SDK's own retry is left off so there is
+exactly one retry policy.  List calls follow ``NextToken`` to the last page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from alibabacloud_ecs20140526 import models as ecs_models  # type: ignore[import-untyped]
+from alibabacloud_ecs20140526.client import Client as EcsClient  # type: ignore[import-untyped]
+from alibabacloud_tea_openapi.models import Config as OpenApiConfig  # type: ignore[import-untyped]
+from alibabacloud_tea_util.models import RuntimeOptions  # type: ignore[import-untyped]
+
+from erdma.controller.cloud import (
+    TRAFFIC_HIGH_PERFORMANCE,
+    CloudError,
+    Eni,
+    Instance,
+    InstanceTypeCaps,
+    hint_for,
+    is_retryable,
+)
+from erdma.controller.ratelimit import RetryPolicy, TokenBucket
+
+PAGE_SIZE = 100  # MaxResults and NetworkInterfaceId.N both cap at 100 per request
+TAG_BATCH = 50  # TagResources accepts at most 50 resource ids
+USER_AGENT = "erdma-k8s-controller/0.1"
+
+Resp = TypeVar("Resp")
+
+
+def classify(exc: BaseException, action: str, timeout: float) -> CloudError:
+    """Turn whatever the SDK raised into a ``CloudError`` that says if a retry can help."""
+    inner = getattr(exc, "inner_exception", None)
+    if isinstance(inner, BaseException) and not getattr(exc, "data", None):
+        exc = inner
+    code = getattr(exc, "code", None)
+    data = getattr(exc, "data", None)
+    if isinstance(code, str) and code and isinstance(data, dict) and "statusCode" in data:
+        status = int(data.get("statusCode") or 0)
+        message = str(data.get("Message") or getattr(exc, "message", ""))
+        return CloudError(
+            code,
+            action,
+            message,
+            hint=hint_for(code, action),
+            request_id=str(data.get("RequestId") or ""),
+            http_status=status,
+            retryable=is_retryable(code, status),
+        )
+    name = type(exc).__name__
+    text = str(getattr(exc, "message", "") or exc)
+    transport = (
+        name == "RetryError" or isinstance(exc, OSError) or "aiohttp" in type(exc).__module__
+    )
+    if isinstance(exc, TimeoutError) or (transport and "timeout" in f"{name} {text}".lower()):
+        hint = hint_for("Timeout", action)
+        return CloudError(
+            "Timeout", action, f"no answer within {timeout:g}s", hint=hint, retryable=True
+        )
+    if transport:
+        hint = hint_for("NetworkError", action)
+        return CloudError("NetworkError", action, f"{name}: {text}", hint=hint, retryable=True)
+    if type(exc).__module__.startswith("alibabacloud_credentials"):
+        return CloudError("CredentialError", action, str(exc), hint=hint_for("Credential", action))
+    return CloudError("SdkError", action, f"{type(exc).__name__}: {exc}")
+
+
+@dataclass(frozen=True)
+class EcsSettings:
+    """Where and how fast to talk to ECS.  ``endpoint`` empty means the region's VPC endpoint."""
+
+    region: str
+    endpoint: str = ""
+    protocol: str = "HTTPS"
+    public_network: bool = False
+    rate_limit: float = 10.0
+    burst: float = 10.0
+    timeout_seconds: float = 10.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def __post_init__(self) -> None:
+        if not self.region:
+            raise ValueError("region is empty; set region in the controller config")
+        if self.protocol not in ("HTTPS", "HTTP"):
+            raise ValueError(f"ecsProtocol {self.protocol!r} is invalid; accepted: HTTPS, HTTP")
+        if self.rate_limit <= 0:
+            raise ValueError(f"ecsRateLimit {self.rate_limit!r} is invalid; use calls/s > 0")
+        if self.burst < 1:
+            raise ValueError(f"ecsBurst {self.burst!r} is invalid; use a number >= 1")
+        if self.timeout_seconds <= 0:
+            raise ValueError(f"ecsTimeoutSeconds {self.timeout_seconds!r} is invalid; use > 0")
+
+    @property
+    def resolved_endpoint(self) -> str:
+        """The endpoint actually used."""
+        if self.endpoint:
+            return self.endpoint
+        kind = "ecs" if self.public_network else "ecs-vpc"
+        return f"{kind}.{self.region}.aliyuncs.com"
+
+
+@dataclass
+class CallStats:
+    """Calls and retries per action, for metrics and benchmarks."""
+
+    calls: Counter[str] = field(default_factory=Counter)
+    retries: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+
+
+def _eni(item: Any) -> Eni:
+    tags = {t.tag_key: t.tag_value for t in (item.tags.tag if item.tags and item.tags.tag else [])}
+    attachment = getattr(item, "attachment", None)
+    card = attachment.network_card_index if attachment and attachment.network_card_index else 0
+    instance_id = getattr(item, "instance_id", "") or (
+        attachment.instance_id if attachment and attachment.instance_id else ""
+    )
+    return Eni(
+        id=item.network_interface_id,
+        mac=(item.mac_address or "").lower(),
+        status=item.status or "",
+        traffic_mode=getattr(item, "network_interface_traffic_mode", None) or "Standard",
+        queue_pair_number=getattr(item, "queue_pair_number", None) or 0,
+        card_index=int(card),
+        instance_id=instance_id,
+        is_primary=item.type == "Primary",
+        tags=tags,
+        vswitch_id=item.v_switch_id or "",
+        private_ip=item.private_ip_address or "",
+    )
+
+
+class EcsCloud:
+    """The production ``CloudApi``."""
+
+    def __init__(
+        self,
+        settings: EcsSettings,
+        credential: Any,
+        *,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.region = settings.region
+        self.settings = settings
+        self.stats = CallStats()
+        self.bucket = TokenBucket(settings.rate_limit, settings.burst)
+        self._rng = rng or random.Random()
+        self._sleep = sleep
+        self._caps: dict[str, asyncio.Future[InstanceTypeCaps]] = {}
+        self._client = EcsClient(
+            OpenApiConfig(
+                credential=credential,
+                endpoint=settings.resolved_endpoint,
+                protocol=settings.protocol,
+                region_id=settings.region,
+                user_agent=USER_AGENT,
+            )
+        )
+
+    def __repr__(self) -> str:
+        return f"EcsCloud(region={self.region!r}, endpoint={self.settings.resolved_endpoint!r})"
+
+    def _runtime(self) -> RuntimeOptions:
+        ms = int(self.settings.timeout_seconds * 1000)
+        return RuntimeOptions(read_timeout=ms, connect_timeout=ms, autoretry=False)
+
+    async def _call(
+        self, action: str, method: Callable[[Any, RuntimeOptions], Awaitable[Resp]], request: Any
+    ) -> Resp:
+        policy = self.settings.retry
+        for attempt in range(policy.max_attempts):
+            await self.bucket.acquire()
+            self.stats.calls[action] += 1
+            try:
+                return await method(request, self._runtime())
+            except Exception as exc:  # the SDK raises several unrelated exception types
+                error = classify(exc, action, self.settings.timeout_seconds)
+                if not error.retryable or attempt + 1 == policy.max_attempts:
+                    self.stats.failures[error.code] += 1
+                    raise error from exc
+                self.stats.retries[action] += 1
+                await self._sleep(policy.backoff(attempt, self._rng))
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    # --- instances -------------------------------------------------------------------------
+
+    async def find_instance(
+        self, instance_id: str | None = None, private_ip: str | None = None
+    ) -> Instance | None:
+        """DescribeInstances by id, then by private IP."""
+        lookups = []
+        if instance_id:
+            lookups.append({"instance_ids": json.dumps([instance_id])})
+        if private_ip:
+            lookups.append({"private_ip_addresses": json.dumps([private_ip])})
+        if not lookups:
+            raise ValueError("find_instance needs instance_id or private_ip")
+        for query in lookups:
+            request = ecs_models.DescribeInstancesRequest(region_id=self.region, **query)
+            client = self._client.describe_instances_with_options_async
+            resp = await self._call("DescribeInstances", client, request)
+            found = resp.body.instances.instance if resp.body.instances else []
+            if len(found) > 1:
+                raise CloudError(
+                    "AmbiguousPrivateIp",
+                    "DescribeInstances",
+                    f"{len(found)} instances match {query}",
+                    hint="the node's InternalIP is not unique in this region; set providerID",
+                )
+            if found:
+                return self._instance(found[0])
+        return None
+
+    def _instance(self, item: Any) -> Instance:
+        vpc = item.vpc_attributes
+        ips = vpc.private_ip_address.ip_address if vpc and vpc.private_ip_address else []
+        nics = item.network_interfaces.network_interface if item.network_interfaces else []
+        primary = next((n.network_interface_id for n in nics if n.type == "Primary"), "")
+        groups = item.security_group_ids.security_group_id if item.security_group_ids else []
+        return Instance(
+            id=item.instance_id,
+            region=item.region_id or self.region,
+            instance_type=item.instance_type,
+            zone_id=item.zone_id or "",
+            vpc_id=vpc.vpc_id if vpc else "",
+            vswitch_id=vpc.v_switch_id if vpc else "",
+            security_group_ids=tuple(groups or ()),
+            private_ip=ips[0] if ips else "",
+            primary_eni_id=primary,
+            status=item.status or "",
+        )
+
+    async def instance_type_caps(self, instance_type: str) -> InstanceTypeCaps:
+        """DescribeInstanceTypes, once per type: concurrent callers share one request."""
+        pending = self._caps.get(instance_type)
+        if pending is None or (pending.done() and pending.exception() is not None):
+            pending = asyncio.ensure_future(self._fetch_caps(instance_type))
+            self._caps[instance_type] = pending
+        return await asyncio.shield(pending)
+
+    async def _fetch_caps(self, instance_type: str) -> InstanceTypeCaps:
+        request = ecs_models.DescribeInstanceTypesRequest(instance_types=[instance_type])
+        client = self._client.describe_instance_types_with_options_async
+        resp = await self._call("DescribeInstanceTypes", client, request)
+        types = resp.body.instance_types.instance_type if resp.body.instance_types else []
+        match = [t for t in types or [] if t.instance_type_id == instance_type]
+        if not match:
+            raise CloudError(
+                "InvalidInstanceType.NotFound",
+                "DescribeInstanceTypes",
+                f"instance type {instance_type!r} is unknown to ECS in {self.region}",
+            )
+        t = match[0]
+        return InstanceTypeCaps(
+            instance_type=instance_type,
+            eri_quantity=t.eri_quantity or 0,
+            network_card_quantity=t.network_card_quantity or 0,
+            queue_pair_number=t.queue_pair_number or 0,
+            gpu_amount=t.gpuamount or 0,
+        )
+
+    async def jumbo_frame(self, instance_id: str) -> bool:
+        """DescribeInstanceAttribute.EnableJumboFrame."""
+        request = ecs_models.DescribeInstanceAttributeRequest(instance_id=instance_id)
+        client = self._client.describe_instance_attribute_with_options_async
+        resp = await self._call("DescribeInstanceAttribute", client, request)
+        body = resp.body
+        if body.enable_jumbo_frame is not None:
+            return bool(body.enable_jumbo_frame)
+        options = body.network_options
+        return bool(options and options.enable_jumbo_frame)
+
+    # --- network interfaces ----------------------------------------------------------------
+
+    async def _describe(self, **query: Any) -> list[Eni]:
+        found: list[Eni] = []
+        token = ""
+        client = self._client.describe_network_interfaces_with_options_async
+        while True:
+            request = ecs_models.DescribeNetworkInterfacesRequest(
+                region_id=self.region, max_results=PAGE_SIZE, next_token=token or None, **query
+            )
+            resp = await self._call("DescribeNetworkInterfaces", client, request)
+            sets = resp.body.network_interface_sets
+            found.extend(_eni(i) for i in (sets.network_interface_set or []) if sets)
+            token = resp.body.next_token or ""
+            if not token:
+                return found
+
+    async def list_enis(self, instance_id: str) -> list[Eni]:
+        """All ENIs of an instance."""
+        return await self._describe(instance_id=instance_id)
+
+    async def list_enis_by_tags(self, tags: Mapping[str, str]) -> list[Eni]:
+        """All ENIs carrying every tag."""
+        tag = [
+            ecs_models.DescribeNetworkInterfacesRequestTag(key=k, value=v) for k, v in tags.items()
+        ]
+        return await self._describe(tag=tag)
+
+    async def describe_enis(self, eni_ids: Sequence[str]) -> list[Eni]:
+        """The given ENIs, 100 ids per request."""
+        found: list[Eni] = []
+        for start in range(0, len(eni_ids), PAGE_SIZE):
+            found.extend(
+                await self._describe(network_interface_id=list(eni_ids[start : start + PAGE_SIZE]))
+            )
+        return found
+
+    async def create_eri(
+        self,
+        instance: Instance,
+        card_index: int,
+        queue_pair_number: int,
+        client_token: str,
+        tags: Mapping[str, str],
+    ) -> Eni:
+        """CreateNetworkInterface (HighPerformance) with a ClientToken."""
+        request = ecs_models.CreateNetworkInterfaceRequest(
+            region_id=self.region,
+            v_switch_id=instance.vswitch_id,
+            security_group_ids=list(instance.security_group_ids),
+            network_interface_name=f"eri-{instance.id}-{card_index}",
+            network_interface_traffic_mode=TRAFFIC_HIGH_PERFORMANCE,
+            queue_pair_number=queue_pair_number,
+            client_token=client_token,
+            tag=[
+                ecs_models.CreateNetworkInterfaceRequestTag(key=k, value=v) for k, v in tags.items()
+            ],
+        )
+        client = self._client.create_network_interface_with_options_async
+        body = (await self._call("CreateNetworkInterface", client, request)).body
+        return Eni(
+            id=body.network_interface_id,
+            mac=(body.mac_address or "").lower(),
+            status=body.status or "Available",
+            traffic_mode=TRAFFIC_HIGH_PERFORMANCE,
+            queue_pair_number=queue_pair_number,
+            card_index=card_index,
+            instance_id="",
+            is_primary=False,
+            tags=dict(tags),
+            vswitch_id=body.v_switch_id or instance.vswitch_id,
+            private_ip=body.private_ip_address or "",
+        )
+
+    async def attach_eri(self, eni_id: str, instance_id: str, card_index: int) -> None:
+        """AttachNetworkInterface; NetworkCardIndex is sent only when not 0, as ECS expects."""
+        request = ecs_models.AttachNetworkInterfaceRequest(
+            region_id=self.region,
+            network_interface_id=eni_id,
+            instance_id=instance_id,
+            network_card_index=card_index or None,
+        )
+        await self._call(
+            "AttachNetworkInterface",
+            self._client.attach_network_interface_with_options_async,
+            request,
+        )
+
+    async def convert_primary(self, eni_id: str, queue_pair_number: int) -> None:
+        """ModifyNetworkInterfaceAttribute's traffic config to HighPerformance."""
+        config = ecs_models.ModifyNetworkInterfaceAttributeRequestNetworkInterfaceTrafficConfig(
+            network_interface_traffic_mode=TRAFFIC_HIGH_PERFORMANCE,
+            queue_pair_number=queue_pair_number,
+        )
+        request = ecs_models.ModifyNetworkInterfaceAttributeRequest(
+            region_id=self.region,
+            network_interface_id=eni_id,
+            network_interface_traffic_config=config,
+        )
+        client = self._client.modify_network_interface_attribute_with_options_async
+        await self._call("ModifyNetworkInterfaceAttribute", client, request)
+
+    async def detach_eni(self, eni_id: str, instance_id: str) -> None:
+        """DetachNetworkInterface."""
+        request = ecs_models.DetachNetworkInterfaceRequest(
+            region_id=self.region, network_interface_id=eni_id, instance_id=instance_id
+        )
+        await self._call(
+            "DetachNetworkInterface",
+            self._client.detach_network_interface_with_options_async,
+            request,
+        )
+
+    async def delete_eni(self, eni_id: str) -> None:
+        """DeleteNetworkInterface."""
+        request = ecs_models.DeleteNetworkInterfaceRequest(
+            region_id=self.region, network_interface_id=eni_id
+        )
+        await self._call(
+            "DeleteNetworkInterface",
+            self._client.delete_network_interface_with_options_async,
+            request,
+        )
+
+    async def tag_enis(self, eni_ids: Sequence[str], tags: Mapping[str, str]) -> None:
+        """TagResources, 50 ENIs per request."""
+        tag = [ecs_models.TagResourcesRequestTag(key=k, value=v) for k, v in tags.items()]
+        for start in range(0, len(eni_ids), TAG_BATCH):
+            request = ecs_models.TagResourcesRequest(
+                region_id=self.region,
+                resource_type="eni",
+                resource_id=list(eni_ids[start : start + TAG_BATCH]),
+                tag=tag,
+            )
+            await self._call("TagResources", self._client.tag_resources_with_options_async, request)

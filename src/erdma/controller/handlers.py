@@ -1,0 +1,165 @@
+"""kopf wiring: watch Nodes and ERdmaDevices, feed a work queue, run the reconciler on it.
+
+kopf owns watching (list + watch, reconnects, resource discovery) and login. The handlers here
+are low-level event handlers only: they store no progress annotations on Nodes and add no
+finalizers, so the controller never writes to objects it does not own. Each relevant event puts
+the Node name on the ``WorkQueue``; workers run ``NodeReconciler.reconcile`` and requeue at the
+interval it asks for (Pending, Node not Ready, periodic re-verification, errors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from erdma.controller import crd
+from erdma.controller.kube import kube_config
+from erdma.controller.reconcile import NodeReconciler
+from erdma.controller.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def node_signature(body: Mapping[str, Any], owned: bool) -> tuple[object, ...]:
+    """The Node facts that change what the controller should do; other updates are ignored.
+
+    Ownership (nodeSelector), readiness, providerID, instance type and deletion, as the
+    reference's update predicate, plus the InternalIP used for the instance lookup.
+    """
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    ready = next(
+        (c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"),
+        None,
+    )
+    ips = tuple(
+        a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP"
+    )
+    return (
+        owned,
+        ready,
+        (body.get("spec") or {}).get("providerID"),
+        (meta.get("labels") or {}).get(INSTANCE_TYPE_LABEL),
+        bool(meta.get("deletionTimestamp")),
+        ips,
+    )
+
+
+def login_handler(kubeconfig: str | Path | None) -> Any:
+    """A kopf login handler using the same kubeconfig resolution as ``erdma.controller.kube``."""
+
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        single = kube_config(kubeconfig).get()
+        if single is None:
+            raise kopf.LoginError("the kubeconfig has no current context")
+        user, cluster = single.user, single.cluster
+        if user is None or not (user.client_cert or user.token or user.token_file):
+            return kopf.login_with_service_account(**kwargs)
+        token = user.token
+        if not token and user.token_file:
+            token = Path(single.abs_file(user.token_file)).read_text().strip()
+        return kopf.ConnectionInfo(
+            server=cluster.server,
+            ca_path=single.abs_file(cluster.certificate_auth) if cluster.certificate_auth else None,
+            ca_data=cluster.certificate_auth_data,
+            insecure=cluster.insecure or None,
+            scheme="Bearer" if token else None,
+            token=token,
+            certificate_path=single.abs_file(user.client_cert) if user.client_cert else None,
+            certificate_data=user.client_cert_data,
+            private_key_path=single.abs_file(user.client_key) if user.client_key else None,
+            private_key_data=user.client_key_data,
+            default_namespace=single.namespace,
+        )
+
+    return login
+
+
+def build_registry(
+    reconciler: NodeReconciler, queue: WorkQueue, kubeconfig: str | Path | None
+) -> kopf.OperatorRegistry:
+    """Handlers on a private registry, so several controllers can run in one process (tests)."""
+    registry = kopf.OperatorRegistry()
+    seen: dict[str, tuple[object, ...]] = {}
+
+    async def on_node(type: str | None, name: str, body: kopf.Body, **_: Any) -> None:
+        if type == "DELETED":
+            seen.pop(name, None)
+            queue.add(name)
+            return
+        signature = node_signature(body, reconciler.config.owns(dict(body.metadata.labels)))
+        if seen.get(name) != signature:
+            seen[name] = signature
+            queue.add(name)
+
+    async def on_device(type: str | None, name: str, body: kopf.Body, **_: Any) -> None:
+        # Initial listing (type None) finds objects of Nodes deleted while we were down;
+        # deletion (garbage collection of the Node's object) must run the cloud cleanup.
+        if type in (None, "DELETED") or body.metadata.get("deletionTimestamp"):
+            queue.add(name)
+
+    kopf.on.event("", "v1", "nodes", registry=registry)(on_node)
+    kopf.on.event(crd.GROUP, crd.VERSION, crd.PLURAL, registry=registry)(on_device)
+    kopf.on.login(registry=registry)(login_handler(kubeconfig))
+    return registry
+
+
+def operator_settings() -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    settings.posting.enabled = False  # our EventRecorder posts meaningful Events instead
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    return settings
+
+
+async def run_workers(reconciler: NodeReconciler, queue: WorkQueue, workers: int = 4) -> None:
+    """Run reconciles from the queue forever (until cancelled)."""
+
+    async def worker() -> None:
+        while True:
+            name = await queue.get()
+            delay: float | None = None
+            try:
+                delay = await reconciler.reconcile(name)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug must not kill the worker: log, back off, try again
+                log.exception("reconcile of node %s failed unexpectedly", name)
+                delay = reconciler.config.error_requeue_seconds
+            finally:
+                if delay is not None:
+                    queue.add(name, delay)
+                queue.done(name)
+
+    await asyncio.gather(*(worker() for _ in range(workers)))
+
+
+async def run_operator(
+    reconciler: NodeReconciler,
+    kubeconfig: str | Path | None,
+    stop: asyncio.Event | None = None,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """kopf plus the workers, until ``stop`` is set or the task is cancelled."""
+    queue = WorkQueue()
+    registry = build_registry(reconciler, queue, kubeconfig)
+    workers = asyncio.create_task(run_workers(reconciler, queue))
+    try:
+        await kopf.operator(
+            registry=registry,
+            settings=operator_settings(),
+            clusterwide=True,
+            standalone=True,
+            stop_flag=stop,
+            ready_flag=ready,
+        )
+    finally:
+        workers.cancel()
+        await asyncio.gather(workers, return_exceptions=True)

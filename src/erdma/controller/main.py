@@ -1,0 +1,166 @@
+"""``erdma controller``: load config and credentials, elect a leader, run the operator.
+
+Startup fails fast with one clear line for a bad config, bad credential file or unreachable
+region lookup. The health endpoint (``/healthz``, ``/readyz``) answers from the first second on
+every replica, leader or standby, so Kubernetes probes do not restart a healthy standby;
+``/readyz`` reports whether this replica leads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+from aiohttp import web
+
+from erdma.controller.cloud import CloudApi
+from erdma.controller.config import DEFAULT_CONFIG_PATH, ConfigError, ControllerConfig, load_config
+from erdma.controller.credentials import (
+    DEFAULT_CREDENTIAL_PATH,
+    METADATA_URL,
+    CredentialError,
+    CredentialSettings,
+    build_credential_client,
+    resolve_region,
+)
+from erdma.controller.ecs import EcsCloud, EcsSettings
+from erdma.controller.events import EventRecorder
+from erdma.controller.handlers import run_operator
+from erdma.controller.kube import KubeApi, new_client
+from erdma.controller.leader import LeaderElector
+from erdma.controller.reconcile import NodeReconciler
+
+log = logging.getLogger(__name__)
+
+
+class Health:
+    """State behind the health endpoint."""
+
+    def __init__(self) -> None:
+        self.elector: LeaderElector | None = None
+
+    @property
+    def leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    async def healthz(self, _: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "leader": self.leader})
+
+    async def readyz(self, _: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "leader": self.leader})
+
+    async def serve(self, port: int) -> web.AppRunner:
+        app = web.Application()
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/readyz", self.readyz)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "0.0.0.0", port).start()
+        return runner
+
+
+async def run_controller(
+    config: ControllerConfig,
+    cloud: CloudApi,
+    *,
+    kubeconfig: str | Path | None = None,
+    leader_elect: bool = True,
+    identity: str | None = None,
+    health_port: int | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run until ``stop`` is set (or the task is cancelled); the in-process entry for tests."""
+    client = new_client(kubeconfig)
+    health = Health()
+    port = config.health_port if health_port is None else health_port
+    runner = await health.serve(port) if port else None
+    try:
+        reconciler = NodeReconciler(KubeApi(client), cloud, config, EventRecorder(client))
+
+        async def work() -> None:
+            await run_operator(reconciler, kubeconfig, stop=stop)
+
+        if not leader_elect:
+            await work()
+            return
+        health.elector = LeaderElector(
+            client,
+            config.controller_namespace,
+            config.lease_name,
+            identity or f"{socket.gethostname()}_{uuid.uuid4()}",
+            config.lease_duration_seconds,
+        )
+        await health.elector.run(work)
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+        await client.close()
+
+
+async def build_cloud(
+    config: ControllerConfig, credential_path: str, metadata_url: str
+) -> EcsCloud:
+    """The ECS client from config and ``credential.json``; raises with a clear message."""
+    region = await resolve_region(config.region, base_url=metadata_url)
+    credential = build_credential_client(CredentialSettings.from_file(credential_path))
+    settings = EcsSettings(
+        region=region,
+        endpoint=config.ecs_endpoint,
+        protocol=config.ecs_protocol,
+        public_network=os.environ.get("PUBLIC_NETWORK", "").lower() == "true",
+        rate_limit=config.ecs_rate_limit,
+        burst=config.ecs_burst,
+        timeout_seconds=config.ecs_timeout_seconds,
+    )
+    return EcsCloud(settings, credential)
+
+
+@click.command("controller")
+@click.option("--config-path", default=DEFAULT_CONFIG_PATH, show_default=True, help="config.json")
+@click.option(
+    "--credential-path",
+    default=DEFAULT_CREDENTIAL_PATH,
+    show_default=True,
+    help="credential.json; a missing file means AccessKey credentials from nowhere",
+)
+@click.option("--kubeconfig", default=None, help="kubeconfig file; default: in-cluster")
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
+@click.option("--metadata-url", default=METADATA_URL, show_default=True, hidden=True)
+@click.option("-v", "--verbose", is_flag=True, help="debug logging")
+def controller_command(
+    config_path: str,
+    credential_path: str,
+    kubeconfig: str | None,
+    leader_elect: bool,
+    metadata_url: str,
+    verbose: bool,
+) -> None:
+    """Run the Regular-mode controller: ERIs through the ECS OpenAPI, ERdmaDevice objects."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+    async def main() -> Any:
+        try:
+            cloud = await build_cloud(config, credential_path, metadata_url)
+        except (CredentialError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from None
+        log.info("controller starting: %r", cloud)
+        await run_controller(config, cloud, kubeconfig=kubeconfig, leader_elect=leader_elect)
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

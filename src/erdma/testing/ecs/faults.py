@@ -1,0 +1,118 @@
+"""Trouble on demand: latency, a per-second rate limit, injected errors and delays.
+
+ECS throttles per account (``Throttling.User``, HTTP 400), fails now and then with 5xx, and
+can be slower than a client's timeout.  Tests and benchmarks script these here and read back
+how many calls each action received.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from erdma.testing.ecs.state import EcsApiError
+
+THROTTLED_MESSAGE = "Request was denied due to user flow control."
+
+
+@dataclass
+class Fault:
+    """One scripted misbehaviour for ``action`` (``"*"`` for any), used ``times`` times.
+
+    With ``code`` empty the call succeeds, only ``delay`` seconds late (a client timeout).
+    """
+
+    action: str
+    code: str = ""
+    status: int = 400
+    message: str = ""
+    delay: float = 0.0
+    times: int = 1
+
+
+class FaultPlan:
+    """What the next calls should suffer, and what the calls so far looked like."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.latency = 0.0
+        self._rate = 0.0
+        self._tokens = 0.0
+        self._stamp = clock()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+        self.calls: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+
+    @property
+    def rate_limit(self) -> float:
+        """Calls per second the account may make (0 means unlimited)."""
+        return self._rate
+
+    @rate_limit.setter
+    def rate_limit(self, per_second: float) -> None:
+        with self._lock:
+            self._rate = per_second
+            self._tokens = per_second
+            self._stamp = self._clock()
+
+    def inject(
+        self,
+        action: str = "*",
+        code: str = "",
+        *,
+        status: int = 400,
+        message: str = "",
+        delay: float = 0.0,
+        times: int = 1,
+    ) -> None:
+        """Queue a fault; e.g. ``inject("CreateNetworkInterface", "Throttling.User", times=3)``."""
+        self._faults.append(Fault(action, code, status, message, delay, times))
+
+    def throttle(self, action: str = "*", times: int = 1) -> None:
+        """Make the next ``times`` calls of ``action`` fail with ``Throttling.User``."""
+        self.inject(action, "Throttling.User", status=400, message=THROTTLED_MESSAGE, times=times)
+
+    def _take(self, action: str) -> Fault | None:
+        for fault in self._faults:
+            if fault.action in ("*", action):
+                fault.times -= 1
+                if fault.times <= 0:
+                    self._faults.remove(fault)
+                return fault
+        return None
+
+    def _over_rate(self) -> bool:
+        if self._rate <= 0:
+            return False
+        now = self._clock()
+        self._tokens = min(self._rate, self._tokens + (now - self._stamp) * self._rate)
+        self._stamp = now
+        if self._tokens < 1:
+            return True
+        self._tokens -= 1
+        return False
+
+    def admit(self, action: str) -> tuple[float, EcsApiError | None]:
+        """Count a call; return how long to delay it and the error to answer with, if any."""
+        with self._lock:
+            self.calls[action] += 1
+            fault = self._take(action)
+            error: EcsApiError | None = None
+            delay = self.latency
+            if fault is not None:
+                delay += fault.delay
+                if fault.code:
+                    error = EcsApiError(fault.code, fault.message or fault.code, fault.status)
+            if error is None and self._over_rate():
+                error = EcsApiError("Throttling.User", THROTTLED_MESSAGE, 400)
+            if error is not None:
+                self.errors[error.code] += 1
+            return delay, error
+
+    def total_calls(self) -> int:
+        """All calls received, failed ones included."""
+        return sum(self.calls.values())

@@ -1,0 +1,178 @@
+"""A real Kubernetes API server (kube-testserver on etcd) for tests and ``erdma sim``.
+
+The server and its start script live in ``shared/tools/kube-testserver`` next to the repository
+(override with ``ERDMA_SHARED_DIR``). Each ``KubeApiServer.start()`` runs that script on free
+loopback ports with its own state directory, so several servers can run side by side and every
+one begins with an empty etcd. ``KubeApiUnavailable`` says exactly what is missing (etcd, the
+binary, the script) so that a test can skip with that reason rather than fail obscurely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CRD_MANIFEST = REPO_ROOT / "deploy" / "crds" / "erdmadevices.network.alibabacloud.com.yaml"
+
+
+class KubeApiUnavailable(RuntimeError):
+    """The test API server cannot be started here; the message says why."""
+
+
+def shared_dir() -> Path:
+    """``shared/`` beside the repository, or ``$ERDMA_SHARED_DIR``."""
+    override = os.environ.get("ERDMA_SHARED_DIR")
+    return Path(override) if override else REPO_ROOT.parent / "shared"
+
+
+def start_script() -> Path:
+    return shared_dir() / "tools" / "kube-testserver" / "start.sh"
+
+
+def _free_port(pair: bool = False) -> int:
+    """A loopback port that is free now (and, with ``pair``, so is the next one, for etcd)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if not pair:
+            return port
+        with socket.socket() as s2:
+            try:
+                s2.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise KubeApiUnavailable("no free loopback port pair for etcd")
+
+
+def _cache_dir() -> str:
+    """Where start.sh unpacks the server binary; must be writable."""
+    configured = os.environ.get("KUBE_TESTSERVER_CACHE", "/var/cache/kube-testserver")
+    parent = Path(configured).parent
+    if os.access(configured, os.W_OK) or os.access(parent, os.W_OK):
+        return configured
+    return str(Path(tempfile.gettempdir()) / "kube-testserver-cache")
+
+
+@dataclass
+class KubeApiServer:
+    """A running kube-testserver + etcd pair; ``stop()`` (or the context manager) ends both."""
+
+    kubeconfig: Path
+    state_dir: Path
+    port: int
+    _proc: subprocess.Popen[str] = field(repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @classmethod
+    def start(cls, timeout: float = 60.0) -> KubeApiServer:
+        """Start etcd and the server; raises ``KubeApiUnavailable`` naming what is missing."""
+        script = start_script()
+        if not script.is_file():
+            raise KubeApiUnavailable(
+                f"kube-testserver not found at {script} (set ERDMA_SHARED_DIR to the shared/ dir)"
+            )
+        etcd = os.environ.get("ETCD_BIN") or shutil.which("etcd")
+        if not etcd:
+            raise KubeApiUnavailable(
+                "etcd is not installed (Debian: apt-get install -y etcd-server, or set ETCD_BIN)"
+            )
+        for tool in ("openssl", "curl"):
+            if not shutil.which(tool):
+                raise KubeApiUnavailable(f"{tool} is not installed; kube-testserver needs it")
+        state = Path(tempfile.mkdtemp(prefix="erdma-kubeapi-"))
+        port = _free_port()
+        env = dict(
+            os.environ,
+            KUBE_TESTSERVER_PORT=str(port),
+            KUBE_TESTSERVER_ETCD_PORT=str(_free_port(pair=True)),
+            KUBE_TESTSERVER_TIMEOUT=str(int(timeout)),
+            KUBE_TESTSERVER_CACHE=_cache_dir(),
+            ETCD_BIN=etcd,
+        )
+        with open(state / "start.log", "w") as log:
+            proc = subprocess.Popen(
+                ["bash", str(script), str(state)],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                text=True,
+            )
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        if not line:
+            proc.wait(timeout=30)
+            why = (state / "start.log").read_text().strip().splitlines()[-5:]
+            shutil.rmtree(state, ignore_errors=True)
+            raise KubeApiUnavailable("kube-testserver did not start: " + " | ".join(why))
+        return cls(kubeconfig=Path(line), state_dir=state, port=port, _proc=proc)
+
+    def stop(self) -> None:
+        """Stop the server and etcd (start.sh handles SIGTERM) and remove the state."""
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def __enter__(self) -> KubeApiServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+async def install_crd(kubeconfig: Path, manifest: Path = CRD_MANIFEST, wait: float = 30) -> None:
+    """Create (or replace) a CRD from a manifest and wait until the API server serves it."""
+    from lightkube import AsyncClient, KubeConfig, codecs
+    from lightkube.core.exceptions import ApiError
+    from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+
+    client = AsyncClient(KubeConfig.from_file(kubeconfig))
+    try:
+        with open(manifest) as f:
+            (crd,) = codecs.load_all_yaml(f)
+        assert isinstance(crd, CustomResourceDefinition) and crd.metadata is not None
+        try:
+            await client.create(crd)
+        except ApiError as exc:
+            if exc.status.code != 409:
+                raise
+            current = await client.get(CustomResourceDefinition, crd.metadata.name)
+            crd.metadata.resourceVersion = current.metadata.resourceVersion
+            await client.replace(crd)
+        deadline = time.monotonic() + wait
+        while True:
+            got = await client.get(CustomResourceDefinition, crd.metadata.name)
+            conds = (got.status.conditions if got.status else None) or []
+            if any(c.type == "Established" and c.status == "True" for c in conds):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRD {crd.metadata.name} not Established after {wait}s")
+            await asyncio.sleep(0.1)
+    finally:
+        await client.close()

@@ -1,0 +1,92 @@
+"""The HTTPS server: one POST route per webhook path, plus GET /healthz for probes.
+
+Adding a webhook (e.g. a validating handler for `rdma/hca`) is one more entry in the routes
+mapping; the server, TLS and the AdmissionReview wire format stay here and in `review`.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from erdma.webhook.review import Handler, ReviewError, parse_review, review_response
+
+log = logging.getLogger(__name__)
+
+
+def make_app(routes: Mapping[str, Handler]) -> web.Application:
+    """An aiohttp application serving each handler at its path."""
+    app = web.Application()
+
+    def endpoint(path: str, handler: Handler) -> web.RouteDef:
+        async def serve(request: web.Request) -> web.Response:
+            try:
+                review = parse_review(await request.read())
+            except ReviewError as exc:
+                return web.json_response({"error": str(exc)}, status=400)
+            verdict = handler(review)
+            log.info(
+                "admission %s %s uid=%s allowed=%s patch_ops=%d",
+                path,
+                review.operation,
+                review.uid,
+                verdict.allowed,
+                len(verdict.patch),
+            )
+            return web.json_response(review_response(review.uid, verdict))
+
+        return web.post(path, serve)
+
+    async def healthz(_request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app.add_routes([endpoint(p, h) for p, h in routes.items()] + [web.get("/healthz", healthz)])
+    return app
+
+
+def tls_context(certfile: Path, keyfile: Path) -> ssl.SSLContext:
+    """A server TLS context; a missing or mismatched file is named in the error."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(certfile, keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(
+            f"cannot load TLS certificate {certfile} with key {keyfile}: {exc}"
+        ) from exc
+    return context
+
+
+@dataclass
+class WebhookServer:
+    """A running webhook server; `port` is the bound port (useful when asked for port 0)."""
+
+    runner: web.AppRunner
+    port: int
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+
+
+async def start_webhook(
+    routes: Mapping[str, Handler],
+    certfile: Path,
+    keyfile: Path,
+    host: str = "0.0.0.0",
+    port: int = 9443,
+) -> WebhookServer:
+    """Serve `routes` over HTTPS until `stop()`."""
+    context = tls_context(certfile, keyfile)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host, port), family=family)
+    runner = web.AppRunner(make_app(routes), access_log=None)
+    await runner.setup()
+    await web.SockSite(runner, sock, ssl_context=context).start()
+    bound = sock.getsockname()[1]
+    log.info("webhook serving %s on %s:%d", ", ".join(routes), host, bound)
+    return WebhookServer(runner, bound)

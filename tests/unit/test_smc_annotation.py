@@ -1,0 +1,66 @@
+"""The SMC-R annotation, sysctl paths and CRI socket choice of the agent's SMC-R path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from erdma.agent.smcr import (
+    CRI_SOCKETS,
+    SMCR_ANNOTATION,
+    SmcrError,
+    Sysctls,
+    cri_socket,
+    parse_smcr_annotation,
+)
+
+
+@pytest.mark.parametrize("value", ["1", "t", "T", "TRUE", "true", "True"])
+def test_go_parsebool_true_spellings_turn_smcr_on(value):
+    assert parse_smcr_annotation(value) is True
+
+
+@pytest.mark.parametrize("value", [None, "0", "f", "F", "FALSE", "false", "False"])
+def test_absent_or_false_spellings_leave_smcr_off(value):
+    assert parse_smcr_annotation(value) is False
+
+
+@pytest.mark.parametrize("value", ["yes", "y", "on", "tRue", "2", " true", "true "])
+def test_other_values_are_errors_naming_the_value_and_the_choices(value):
+    with pytest.raises(SmcrError) as info:
+        parse_smcr_annotation(value)
+    message = str(info.value)
+    assert f"invalid value {value!r} for annotation {SMCR_ANNOTATION}" in message
+    assert "1, t, T, TRUE, true, True (on)" in message
+    assert "0, f, F, FALSE, false, False (off)" in message
+
+
+def test_sysctl_overrides_apply_to_their_prefix_only(tmp_path):
+    sysctls = Sysctls(Path("/proc"), {"net.smc": tmp_path})
+    assert sysctls.path("net.smc.tcp2smc") == tmp_path / "sys/net/smc/tcp2smc"
+    assert sysctls.path("net.smcx.other") == Path("/proc/sys/net/smcx/other")
+    assert sysctls.path("net.ipv6.conf.all.disable_ipv6") == Path(
+        "/proc/sys/net/ipv6/conf/all/disable_ipv6"
+    )
+
+
+def test_sysctl_write_failure_names_key_value_and_path(tmp_path):
+    with pytest.raises(SmcrError, match=r"cannot set net.smc.tcp2smc=1 at .*sys/net/smc/tcp2smc"):
+        Sysctls(tmp_path).write("net.smc.tcp2smc", "1")
+
+
+def test_configured_cri_socket_wins(tmp_path):
+    assert cri_socket("/custom/cri.sock", tmp_path) == Path("/custom/cri.sock")
+
+
+def test_first_present_cri_socket_candidate_is_used(tmp_path):
+    for candidate in CRI_SOCKETS[1:3]:
+        (tmp_path / candidate.lstrip("/")).parent.mkdir(parents=True)
+        (tmp_path / candidate.lstrip("/")).touch()
+    assert cri_socket(None, tmp_path) == tmp_path / CRI_SOCKETS[1].lstrip("/")
+
+
+def test_no_cri_socket_lists_what_was_tried(tmp_path):
+    with pytest.raises(SmcrError, match=r"no CRI socket found.*containerd\.sock"):
+        cri_socket(None, tmp_path)
