@@ -194,7 +194,10 @@ def test_agent_logs_are_json_lines(short_root: Path):
         capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
     assert proc.returncode == 2
-    assert "prefer_driver='turbo'" in proc.stderr and "'default', 'compat' or 'ofed'" in proc.stderr
+    assert (
+        "preferDriver (--prefer-driver)='turbo'" in proc.stderr
+        and "'default', 'compat' or 'ofed'" in proc.stderr
+    )
     line = json.dumps({"ok": True})
     assert json.loads(line)["ok"]
 
@@ -217,5 +220,5 @@ async def test_bad_device_list_strategy_is_refused_at_start(start_node):
     node = await start_node("default", "--device-list-strategy", "envvar")
     assert node.process is not None
     assert await asyncio.wait_for(node.process.wait(), 20) == 2
-    assert "device_list_strategy='envvar'" in node.agent_log()
+    assert "deviceListStrategy (--device-list-strategy)='envvar'" in node.agent_log()
     assert "'device-specs', 'cdi-cdi-devices' or 'cdi-annotations'" in node.agent_log()

@@ -41,9 +41,10 @@ def test_json_file(tmp_path: Path):
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
-        ({"prefer_driver": "fast"}, "prefer_driver='fast'"),
-        ({"slots_per_device": 0}, "slots_per_device=0"),
-        ({"device_list_strategy": "env"}, "device_list_strategy='env'"),
+        ({"prefer_driver": "fast"}, "preferDriver (--prefer-driver)='fast'"),
+        ({"slots_per_device": 0}, "slotsPerDevice (--slots-per-device)=0"),
+        ({"device_list_strategy": "env"}, "deviceListStrategy (--device-list-strategy)='env'"),
+        ({"nccl": {"gidIndex": 300}}, "nccl.gidIndex=300"),
         ({"bogus_key": 1}, "bogus_key=1"),
     ],
 )
@@ -69,3 +70,11 @@ def test_bad_files(tmp_path: Path):
     listed.write_text("- a\n")
     with pytest.raises(ConfigError, match="expected a mapping, got list"):
         build_config(listed, environ={})
+
+
+def test_error_messages_name_flags_that_exist():
+    from erdma.agent.config import _FLAGS
+    from erdma.agent.main import agent_command
+
+    flags = {opt for param in agent_command.params for opt in param.opts}
+    assert flags >= _FLAGS

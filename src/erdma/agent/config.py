@@ -168,10 +168,30 @@ class AgentConfig(BaseModel):
         return value
 
 
+#: agent flags that map one-to-one to a field (kept in step with erdma.agent.main by a test)
+_FLAGS = frozenset(
+    {
+        "--node-name", "--host-root", "--kubelet-dir", "--prefer-driver",
+        "--allocate-all-devices", "--local-eri-discovery", "--exposed-local-eris",
+        "--instance-id", "--slots-per-device", "--prestart-container", "--prepare-node",
+        "--host-namespace", "--device-list-strategy", "--cdi-spec-dir", "--rescan-interval",
+        "--metrics-port", "--watch-mode", "--resources", "--non-host-network-rdma",
+        "--runtime-socket", "--metadata-url", "--jumbo-frame-mtu", "--kubeconfig", "--log-level",
+    }
+)  # fmt: skip
+
+
 def _explain(error: ValidationError) -> str:
     lines = []
     for item in error.errors():
-        key = ".".join(str(p) for p in item["loc"]) or "(root)"
+        loc = [str(p) for p in item["loc"]]
+        if loc and loc[0] in AgentConfig.model_fields:
+            # Name the key as people write it: the file key, and the flag where there is one.
+            field = loc[0]
+            alias = AgentConfig.model_fields[field].alias or field
+            flag = f"--{field.replace('_', '-')}"
+            loc[0] = f"{alias} ({flag})" if flag in _FLAGS and len(loc) == 1 else alias
+        key = ".".join(loc) or "(root)"
         shown = item.get("input")
         lines.append(f"{key}={shown!r}: {item['msg']}")
     return "invalid agent configuration: " + "; ".join(lines)

@@ -73,6 +73,13 @@ class Agent:
         self.runner = Runner(host_namespace=config.host_namespace)
         self.mode, self.mode_reason = choose_mode(config.prefer_driver, self.snapshot.gpus)
         log.info("driver mode chosen", extra={"mode": self.mode.value, "why": self.mode_reason})
+        loaded = self.snapshot.modules.compat_mode
+        if not config.prepare_node and loaded is not None and loaded != self.mode.compat_mode:
+            log.warning(
+                "loaded erdma does not match the chosen driver mode and prepareNode is off: "
+                "pods get what the chosen mode promises but the devices behave as loaded",
+                extra={"mode": self.mode.value, "loaded_compat_mode": loaded},
+            )
         self.erdma = ErdmaPlugin(
             ErdmaPolicy(
                 mode=self.mode,

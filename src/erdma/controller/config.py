@@ -39,6 +39,11 @@ class ControllerConfig(BaseModel):
     enable_webhook: bool = Field(False, alias="enableWebhook")
     enable_init_container_inject: bool = Field(True, alias="enableInitContainerInject")
     smc_init_image: str = Field("", alias="smcInitImage")
+    webhook_port: int = Field(9443, alias="webhookPort", ge=1, le=65535)
+    non_host_network_rdma: bool = Field(False, alias="nonHostNetworkRdma")
+    shared_resource_names: list[str] = Field(
+        default_factory=lambda: ["rdma/hca"], alias="sharedResourceNames"
+    )
     local_eri_discovery: bool = Field(False, alias="localERIDiscovery")
 
     # Ours.

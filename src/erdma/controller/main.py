@@ -36,6 +36,9 @@ from erdma.controller.handlers import run_operator
 from erdma.controller.kube import KubeApi, new_client
 from erdma.controller.leader import LeaderElector
 from erdma.controller.reconcile import NodeReconciler
+from erdma.controller.webhook_certs import WebhookCertError
+from erdma.controller.webhooks import start_webhooks
+from erdma.logs import setup_json_logging
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +84,10 @@ async def run_controller(
     health = Health()
     port = config.health_port if health_port is None else health_port
     runner = await health.serve(port) if port else None
+    webhook, keeper = None, None
     try:
+        if config.enable_webhook:
+            webhook, keeper = await start_webhooks(config, client)
         reconciler = NodeReconciler(KubeApi(client), cloud, config, EventRecorder(client))
 
         async def work() -> None:
@@ -99,6 +105,10 @@ async def run_controller(
         )
         await health.elector.run(work)
     finally:
+        if keeper is not None:
+            keeper.cancel()
+        if webhook is not None:
+            await webhook.stop()
         if runner is not None:
             await runner.cleanup()
         await client.close()
@@ -143,10 +153,7 @@ def controller_command(
     verbose: bool,
 ) -> None:
     """Run the Regular-mode controller: ERIs through the ECS OpenAPI, ERdmaDevice objects."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_json_logging("debug" if verbose else "info")
     try:
         config = load_config(config_path)
     except ConfigError as exc:
@@ -158,7 +165,10 @@ def controller_command(
         except (CredentialError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
         log.info("controller starting: %r", cloud)
-        await run_controller(config, cloud, kubeconfig=kubeconfig, leader_elect=leader_elect)
+        try:
+            await run_controller(config, cloud, kubeconfig=kubeconfig, leader_elect=leader_elect)
+        except (WebhookCertError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from None
 
     try:
         asyncio.run(main())

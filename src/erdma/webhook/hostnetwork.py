@@ -1,0 +1,96 @@
+"""Validating handler: shared RDMA resources (`rdma/hca`) only for hostNetwork pods, by default.
+
+A pod that is not hostNetwork gets `rdma/hca` from the device plugin but cannot use RDMA unless
+non-hostNetwork RDMA is enabled, which in turn needs the Lingjun compute network to run IPv6.
+Without this check such a pod is scheduled, starts, and fails later inside the application;
+refusing it at admission puts the reason and the fix in front of whoever ran `kubectl apply`.
+
+Only CREATE is judged: `hostNetwork` and extended resources cannot change on a running pod.
+The object a validating webhook sees has already passed API validation, so quantities are in
+canonical form (a zero request reads `0`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from erdma.webhook.review import AdmissionRequest, Verdict
+from erdma.webhook.smcr import requests_resource
+
+PATH = "/validate-rdma-hca"
+DEFAULT_RESOURCES: tuple[str, ...] = ("rdma/hca",)
+_RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9][-A-Za-z0-9_.]*$")
+
+
+def _check_names(resources: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(resources, str) or not resources:
+        raise ValueError(
+            f"sharedResourceNames must be a non-empty list of resource names, got {resources!r}; "
+            f"e.g. {list(DEFAULT_RESOURCES)!r}"
+        )
+    for name in resources:
+        if not isinstance(name, str) or not _RESOURCE_NAME.match(name):
+            raise ValueError(
+                f"sharedResourceNames: {name!r} is not an extended resource name; "
+                "accepted: <domain>/<name>, e.g. 'rdma/hca'"
+            )
+    return tuple(resources)
+
+
+def _requesters(spec: Mapping[str, Any], resources: Sequence[str]) -> list[tuple[str, str]]:
+    """(container name, resource) for every container asking for a positive amount."""
+    found = []
+    for key in ("initContainers", "containers"):
+        for container in spec.get(key) or ():
+            for resource in resources:
+                if requests_resource({"containers": [container]}, resource):
+                    found.append((str(container.get("name", "?")), resource))
+    return found
+
+
+def _pod_name(request: AdmissionRequest) -> str:
+    metadata = request.object.get("metadata") or {}
+    name = metadata.get("name") or (
+        f"{metadata['generateName']}<generated>" if metadata.get("generateName") else "<unnamed>"
+    )
+    return f"{request.namespace}/{name}" if request.namespace else str(name)
+
+
+def _describe(found: Iterable[tuple[str, str]]) -> str:
+    return ", ".join(f"container {c!r} requests {r}" for c, r in found)
+
+
+@dataclass(frozen=True)
+class HostNetworkRdmaValidator:
+    """The handler; `non_host_network_rdma` mirrors the agent's `nonHostNetworkRdma`."""
+
+    resources: tuple[str, ...] = DEFAULT_RESOURCES
+    non_host_network_rdma: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resources", _check_names(self.resources))
+
+    def __call__(self, request: AdmissionRequest) -> Verdict:
+        if self.non_host_network_rdma:
+            return Verdict()
+        if request.operation != "CREATE" or request.kind not in ("", "Pod"):
+            return Verdict()
+        spec = request.object.get("spec") or {}
+        if spec.get("hostNetwork") is True:
+            return Verdict()
+        found = _requesters(spec, self.resources)
+        if not found:
+            return Verdict()
+        return Verdict(
+            allowed=False,
+            message=(
+                f"pod {_pod_name(request)}: {_describe(found)}, but the pod is not hostNetwork "
+                "and RDMA for non-hostNetwork pods is disabled on this cluster, so it could not "
+                "use RDMA. Fix: set spec.hostNetwork: true, or enable non-hostNetwork RDMA "
+                "(nonHostNetworkRdma: true), which needs a Lingjun compute network that uses "
+                "IPv6 (chosen when the Lingjun cluster was created)."
+            ),
+        )
