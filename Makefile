@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck unit stubs bench clean
+.PHONY: demo test lint typecheck stubs bench image venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,8 +35,15 @@ typecheck: $(STAMP)
 stubs: $(STAMP)
 	$(PY) proto/generate.py
 
+## bench: the agent and controller benchmarks (results go in bench/RESULTS.md)
 bench: $(STAMP)
-	$(PY) -m bench.run_all
+	$(PY) -m bench.bench_agent
+	$(PY) -m bench.bench_controller_cloud --nodes 1000
+
+IMAGE ?= erdma-k8s/erdma:0.1.0
+## image: the one container image for all programs (needs a Docker engine)
+image:
+	docker build -f deploy/docker/Dockerfile -t $(IMAGE) .
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

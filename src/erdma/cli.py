@@ -1,33 +1,45 @@
-"""`erdma`: one entry point for the agent, the controller and the tools people run."""
+"""`erdma`: one entry point for the agent, the controller and the tools people run.
+
+Subcommands are imported only when invoked, so the node agent does not pay (in start-up time
+and memory) for the controller's operator framework and cloud SDK, nor the other way round.
+"""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from erdma import __version__
-from erdma.agent.main import agent_command
-from erdma.controller.main import controller_command
-from erdma.tools.cdi import cdi_group
-from erdma.tools.devices import devices_command
-from erdma.tools.docker import docker_group
-from erdma.tools.doctor import doctor_command
-from erdma.tools.sim import sim_command
-from erdma.tools.smc import smc_group
-from erdma.tools.smcr_init import smcr_init_command
+
+COMMANDS = {
+    "agent": "erdma.agent.main:agent_command",
+    "cdi": "erdma.tools.cdi:cdi_group",
+    "controller": "erdma.controller.main:controller_command",
+    "devices": "erdma.tools.devices:devices_command",
+    "docker": "erdma.tools.docker:docker_group",
+    "doctor": "erdma.tools.doctor:doctor_command",
+    "sim": "erdma.tools.sim:sim_command",
+    "smc": "erdma.tools.smc:smc_group",
+    "smcr-init": "erdma.tools.smcr_init:smcr_init_command",
+}
 
 
-@click.group()
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, _, attr = target.partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(__version__, prog_name="erdma")
 def main() -> None:
     """Elastic RDMA (eRDMA) and RDMA NICs for Kubernetes and Docker."""
-
-
-main.add_command(agent_command)
-main.add_command(controller_command)
-main.add_command(cdi_group)
-main.add_command(docker_group)
-main.add_command(doctor_command)
-main.add_command(devices_command)
-main.add_command(sim_command)
-main.add_command(smc_group)
-main.add_command(smcr_init_command)

@@ -244,7 +244,7 @@ class Agent:
             tasks = [asyncio.create_task(self._rescan_forever())]
             if self.config.prepare_node:
                 tasks.append(asyncio.create_task(self._prepare_node()))
-            if not self.config.local_eri_discovery:
+            if not self.config.local_eri_discovery and "aliyun/erdma" in self.config.resources:
                 tasks.append(asyncio.create_task(self._regular_mode()))
             try:
                 await stop.wait()

@@ -58,8 +58,9 @@ class SmcrInjector:
             "imagePullPolicy": self.pull_policy,
             "command": list(self.command),
             "resources": {"limits": dict(one), "requests": dict(one)},
-            # /proc/sys is read-only in unprivileged containers; tcp2smc lives there
-            "securityContext": {"privileged": True},
+            # /proc/sys is read-only in unprivileged containers and root-owned; tcp2smc lives
+            # there, and the image's default user is not root
+            "securityContext": {"privileged": True, "runAsUser": 0},
         }
         return spec
 

@@ -1,0 +1,95 @@
+"""Render the erdma-controller chart with the real Helm engine and look at what comes out."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import helm_python
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CHART_DIR = REPO_ROOT / "deploy" / "helm" / "erdma-controller"
+RELEASE = "erdma"
+#: A recent Kubernetes version the manifests must be valid for (and lint runs against).
+KUBE_VERSION = "1.37.0"
+#: Credentials that make Regular mode renderable (the chart refuses empty AccessKeys).
+ACCESS_KEY = {"credentials": {"type": "access_key", "accessKeyID": "ak", "accessKeySecret": "sk"}}
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """Every object one `helm template` would produce, CRDs included."""
+
+    objects: tuple[dict[str, Any], ...]
+    namespace: str
+
+    def all(self, kind: str) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o["kind"] == kind]
+
+    def find(self, kind: str, name: str) -> dict[str, Any] | None:
+        return next((o for o in self.all(kind) if o["metadata"]["name"] == name), None)
+
+    def get(self, kind: str, name: str) -> dict[str, Any]:
+        found = self.find(kind, name)
+        if found is None:
+            names = [f"{o['kind']}/{o['metadata']['name']}" for o in self.objects]
+            raise AssertionError(f"{kind}/{name} not rendered; got {names}")
+        return found
+
+    def config_file(self, configmap: str, key: str) -> str:
+        data: str = self.get("ConfigMap", configmap)["data"][key]
+        return data
+
+    def secret_json(self, name: str, key: str) -> Any:
+        encoded = self.get("Secret", name)["data"][key]
+        return json.loads(base64.b64decode(encoded))
+
+    def container(self, kind: str, name: str) -> dict[str, Any]:
+        (container,) = self.get(kind, name)["spec"]["template"]["spec"]["containers"]
+        return dict(container)
+
+
+def _documents(text: str) -> Iterator[dict[str, Any]]:
+    for doc in yaml.safe_load_all(text):
+        if doc:
+            yield doc
+
+
+def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge values layers; later layers win (as repeated `-f` files do)."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+                out[key] = merge(out[key], value)
+            else:
+                out[key] = value
+    return out
+
+
+def render(values: Mapping[str, Any], namespace: str = "kube-system") -> Rendered:
+    """Render templates and CRDs; Helm errors (schema, `fail`) propagate with their message."""
+    with helm_python.Chart.load(CHART_DIR) as chart:
+        manifests = chart.render(dict(values), name=RELEASE, namespace=namespace, is_install=True)
+        crds = [c["data"] for c in chart.crds]
+    objects = [doc for text in [*crds, *manifests.values()] for doc in _documents(text)]
+    return Rendered(tuple(objects), namespace)
+
+
+def chart_defaults() -> dict[str, Any]:
+    """values.yaml as Helm reads it."""
+    with helm_python.Chart.load(CHART_DIR) as chart:
+        return chart.values
+
+
+def lint_findings(values: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:
+    """`helm lint --strict` messages of warning severity or worse."""
+    report = helm_python.lint(
+        CHART_DIR, dict(values), strict=True, namespace=namespace, kube_version=f"v{KUBE_VERSION}"
+    )
+    return [m for m in report["messages"] if m["severity"] >= 2]
