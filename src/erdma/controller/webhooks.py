@@ -22,7 +22,7 @@ from erdma.webhook import hostnetwork, smcr
 from erdma.webhook.review import Handler
 from erdma.webhook.server import WebhookServer, start_webhook
 
-DEFAULT_SMCR_INIT_IMAGE = "erdma-k8s:0.1.0"
+DEFAULT_SMCR_INIT_IMAGE = "erdma-k8s/erdma:0.1.0"
 
 
 def webhook_routes(config: ControllerConfig) -> dict[str, Handler]:
