@@ -1,4 +1,4 @@
-"""Shared fixtures for integration tests: short kubelet root dirs and a running fake kubelet."""
+"""Shared fixtures for integration tests: short root dirs under /tmp and a running fake kubelet."""
 
 from __future__ import annotations
 
@@ -13,11 +13,17 @@ from erdma.testing.kubelet import FakeKubelet
 
 
 @pytest.fixture
-def kubelet_root() -> Iterator[Path]:
-    """A kubelet root dir under /tmp: unix socket paths must stay under 108 bytes."""
-    root = Path(tempfile.mkdtemp(prefix="kl-", dir="/tmp"))
+def short_root() -> Iterator[Path]:
+    """A fresh directory under /tmp: unix socket paths below it must stay under 108 bytes."""
+    root = Path(tempfile.mkdtemp(prefix="erdma-", dir="/tmp"))
     yield root
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def kubelet_root(short_root: Path) -> Path:
+    """A kubelet root dir (``short_root``)."""
+    return short_root
 
 
 @pytest.fixture

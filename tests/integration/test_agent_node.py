@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
 import sys
-import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import grpc
@@ -19,14 +17,6 @@ from erdma.testing import fakehost
 from erdma.testing.node import SimulatedNode
 
 ERDMA = "aliyun/erdma"
-
-
-@pytest.fixture
-def short_root() -> Iterator[Path]:
-    """Under /tmp: unix socket paths must stay under 108 bytes."""
-    root = Path(tempfile.mkdtemp(prefix="node-", dir="/tmp"))
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
 
 
 NodeFactory = Callable[..., "asyncio.Future[SimulatedNode]"]

@@ -3,13 +3,8 @@ exposes exactly the ERIs the controller recorded, without crash-looping while it
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from erdma.controller import crd
 from erdma.controller.kube import KubeApi, new_client
@@ -19,13 +14,6 @@ from erdma.testing.node import SimulatedNode
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
 ERDMA = "aliyun/erdma"
 NODE = "regular-node-1"
-
-
-@pytest.fixture
-def short_root() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="reg-", dir="/tmp"))
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def _device_object() -> dict[str, Any]:

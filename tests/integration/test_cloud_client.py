@@ -209,15 +209,9 @@ async def test_existing_eris_are_adopted_not_recreated(emu: EcsEmulator) -> None
     cloud = cloud_for(emu)
     instance, caps = await lookup(cloud, record.id)
     # Made by someone else (no creator tag) and attached on card 1.
-    foreign = emu.world.create_eni(
-        vswitch_id=record.vswitch_id,
-        security_group_ids=record.security_group_ids,
-        traffic_mode="HighPerformance",
-        queue_pair_number=16,
-        tags={},
-        client_token="",
+    foreign = emu.world.add_attached_eni(
+        record, 1, traffic_mode="HighPerformance", queue_pair_number=16
     )
-    emu.world.attach(foreign.id, record.id, 1)
     refused = await until_ready(cloud, instance, caps)
     assert "manageNonOwnedENIs" in refused.problem and not refused.ready
     adopted = await until_ready(cloud, instance, caps, manage_non_owned=True)
@@ -234,25 +228,13 @@ async def test_listing_follows_every_page_beyond_100(emu: EcsEmulator) -> None:
     )
     record = emu.world.add_instance(many.name)
     for _ in range(140):
-        eni = emu.world.create_eni(
-            vswitch_id=record.vswitch_id,
-            security_group_ids=record.security_group_ids,
-            traffic_mode="Standard",
-            queue_pair_number=0,
-            tags=owned_tags(record.id),
-            client_token="",
+        emu.world.add_attached_eni(
+            record, 0, traffic_mode="Standard", queue_pair_number=0, tags=owned_tags(record.id)
         )
-        emu.world.attach(eni.id, record.id, 0)
     # The instance's ERI for card 1 sits on the last page.
-    eri = emu.world.create_eni(
-        vswitch_id=record.vswitch_id,
-        security_group_ids=record.security_group_ids,
-        traffic_mode="HighPerformance",
-        queue_pair_number=16,
-        tags=owned_tags(record.id),
-        client_token="",
+    eri = emu.world.add_attached_eni(
+        record, 1, traffic_mode="HighPerformance", queue_pair_number=16, tags=owned_tags(record.id)
     )
-    emu.world.attach(eri.id, record.id, 1)
     cloud = cloud_for(emu)
     listed = await cloud.list_enis(record.id)
     assert len(listed) == 142 and len({e.id for e in listed}) == 142
@@ -272,15 +254,13 @@ async def test_cleanup_deletes_only_our_eris(emu: EcsEmulator) -> None:
     for rec in (record, neighbour):
         instance, caps = await lookup(cloud, rec.id)
         assert (await until_ready(cloud, instance, caps)).ready
-    foreign = emu.world.create_eni(
-        vswitch_id=record.vswitch_id,
-        security_group_ids=record.security_group_ids,
+    foreign = emu.world.add_attached_eni(
+        record,
+        0,
         traffic_mode="Standard",
         queue_pair_number=0,
         tags={INSTANCE_ID_TAG_KEY: record.id},
-        client_token="",
     )
-    emu.world.attach(foreign.id, record.id, 0)
     ours = [e.id for e in eris_of(emu, record.id) if e.type == "Secondary"]
     for _ in range(10):
         outcome = await cleanup_eris(cloud, record.id)

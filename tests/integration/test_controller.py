@@ -261,16 +261,9 @@ async def test_node_deletion_keeps_eris_when_cleanup_disabled(kube_api, emu, k8s
 
 async def test_adopts_existing_eri(kube_api, emu, k8s):
     inst = emu.world.add_instance(GENERAL_ERI.name)
-    with emu.world.lock:
-        existing = emu.world.create_eni(
-            vswitch_id=inst.vswitch_id,
-            security_group_ids=inst.security_group_ids,
-            traffic_mode="HighPerformance",
-            queue_pair_number=8,
-            tags={},
-            client_token="",
-        )
-        emu.world.attach(existing.id, inst.id, 0)
+    existing = emu.world.add_attached_eni(
+        inst, 0, traffic_mode="HighPerformance", queue_pair_number=8
+    )
     async with controller(kube_api, emu):
         name = await add_node(k8s, inst)
         obj = await eventually(lambda: ready_device(k8s, name))

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,14 +28,6 @@ RDMA_CM = "/dev/infiniband/rdma_cm"
 IPV6_ADDRESS = "2408:4005:3e0:1::20"
 
 NodeFactory = Callable[..., SimulatedNode]
-
-
-@pytest.fixture
-def short_root() -> Iterator[Path]:
-    """Under /tmp: unix socket paths must stay under 108 bytes."""
-    root = Path(tempfile.mkdtemp(prefix="gpu-", dir="/tmp"))
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -169,16 +169,7 @@ async def test_agent_waits_for_ready_devices_then_brings_up_the_eri(kube_api, ne
     caplog.set_level(logging.INFO, logger="erdma.agent.regular")
     world = standard_world()
     inst = world.add_instance(GPU_TWO_CARDS.name, jumbo_frame=True)
-    with world.lock:
-        eri = world.create_eni(
-            vswitch_id=inst.vswitch_id,
-            security_group_ids=inst.security_group_ids,
-            traffic_mode="HighPerformance",
-            queue_pair_number=16,
-            tags={},
-            client_token="",
-        )
-        world.attach(eri.id, inst.id, 1)
+    eri = world.add_attached_eni(inst, 1, traffic_mode="HighPerformance", queue_pair_number=16)
     ip(netns, "link", "set", "eri0", "address", eri.mac)
     node = f"node-{uuid.uuid4().hex[:8]}"
     devices = [

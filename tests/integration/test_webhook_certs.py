@@ -60,6 +60,11 @@ async def stored(k8s: AsyncClient, s: wc.WebhookCertSettings) -> wc.CertBundle:
     return wc.CertBundle.from_secret_data(secret.data)
 
 
+async def plant(k8s: AsyncClient, s: wc.WebhookCertSettings, data: dict[str, str]) -> None:
+    """Create the Secret holding ``data``, as an earlier controller (or someone else) left it."""
+    await k8s.create(Secret(metadata=ObjectMeta(name=s.secret_name, namespace=NS), data=data))
+
+
 async def test_first_replica_creates_second_reuses(k8s, kube_api, settings, tmp_path):
     first = await wc.setup_webhook_certs(k8s, settings)
     assert first.outcome == wc.OUTCOME_CREATED
@@ -114,12 +119,7 @@ async def test_concurrent_replicas_end_with_one_secret(kube_api, settings, tmp_p
 
 async def test_expiring_certificate_is_rotated_and_old_ca_kept(k8s, settings):
     old = wc.generate(settings.name, NS, validity=datetime.timedelta(days=10))
-    await k8s.create(
-        Secret(
-            metadata=ObjectMeta(name=settings.secret_name, namespace=NS),
-            data=old.secret_data(),
-        )
-    )
+    await plant(k8s, settings, old.secret_data())
     result = await wc.setup_webhook_certs(k8s, settings)
     assert result.outcome == wc.OUTCOME_ROTATED
     assert "within the 30-day renewal margin" in result.reason
@@ -139,12 +139,7 @@ async def test_two_replicas_rotating_at_once_agree(kube_api, settings, tmp_path)
     old = wc.generate(settings.name, NS, validity=datetime.timedelta(days=1))
     clients = [AsyncClient(KubeConfig.from_file(kube_api.kubeconfig)) for _ in range(2)]
     try:
-        await clients[0].create(
-            Secret(
-                metadata=ObjectMeta(name=settings.secret_name, namespace=NS),
-                data=old.secret_data(),
-            )
-        )
+        await plant(clients[0], settings, old.secret_data())
         results = await asyncio.gather(
             *(
                 wc.setup_webhook_certs(c, wc.WebhookCertSettings(settings.name, NS, tmp_path / d))
@@ -168,9 +163,7 @@ async def test_two_replicas_rotating_at_once_agree(kube_api, settings, tmp_path)
 )
 async def test_damaged_secret_is_replaced(k8s, settings, damage, reason):
     data = damage(wc.generate(settings.name, NS).secret_data())
-    await k8s.create(
-        Secret(metadata=ObjectMeta(name=settings.secret_name, namespace=NS), data=data)
-    )
+    await plant(k8s, settings, data)
     result = await wc.setup_webhook_certs(k8s, settings)
     assert result.outcome == wc.OUTCOME_ROTATED
     assert reason in result.reason.replace("key(s) ", "")
@@ -179,12 +172,7 @@ async def test_damaged_secret_is_replaced(k8s, settings, damage, reason):
 
 async def test_certificate_for_another_service_is_replaced(k8s, settings):
     foreign = wc.generate("someone-else", NS)
-    await k8s.create(
-        Secret(
-            metadata=ObjectMeta(name=settings.secret_name, namespace=NS),
-            data=foreign.secret_data(),
-        )
-    )
+    await plant(k8s, settings, foreign.secret_data())
     result = await wc.setup_webhook_certs(k8s, settings)
     assert result.outcome == wc.OUTCOME_ROTATED
     assert f"does not cover {settings.name}," in result.reason

@@ -2,87 +2,35 @@
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
-import ssl
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from erdma.webhook import hostnetwork, smcr
 from erdma.webhook.hostnetwork import HostNetworkRdmaValidator
 from erdma.webhook.review import Handler
-from erdma.webhook.server import start_webhook
 
+pytest_plugins = ["tests.integration.webhook_support"]
 PERMISSIVE = "/validate-rdma-hca-permissive"
 CUSTOM = "/validate-custom"
 UID = "9e3c1a52-1f0b-4c55-9d8e-2b7f0c4a6d11"
 
 
-@pytest.fixture(scope="module")
-def cert(tmp_path_factory) -> tuple[Path, Path]:
-    """A self-signed serving certificate for 127.0.0.1."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "erdma-webhook-test")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    folder = tmp_path_factory.mktemp("tls")
-    certfile, keyfile = folder / "tls.crt", folder / "tls.key"
-    certfile.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    keyfile.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return certfile, keyfile
-
-
 @pytest.fixture
-async def post(cert) -> AsyncIterator[Any]:
-    """POST to the real server; routes as the controller would mount them (plus variants)."""
-    certfile, keyfile = cert
-    routes: dict[str, Handler] = {
+def webhook_routes() -> dict[str, Handler]:
+    """The routes as the controller would mount them (plus variants)."""
+    return {
         smcr.PATH: smcr.SmcrInjector("registry.example/erdma:1.0"),
         hostnetwork.PATH: HostNetworkRdmaValidator(),
         PERMISSIVE: HostNetworkRdmaValidator(non_host_network_rdma=True),
         CUSTOM: HostNetworkRdmaValidator(resources=("rdma/hca", "example.com/roce")),
     }
-    server = await start_webhook(routes, certfile, keyfile, host="127.0.0.1", port=0)
-    trust = ssl.create_default_context(cafile=str(certfile))
-    async with aiohttp.ClientSession(f"https://127.0.0.1:{server.port}") as session:
 
-        async def send(body: Any, path: str = hostnetwork.PATH) -> tuple[int, Any]:
-            data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            async with session.post(path, data=data, ssl=trust) as reply:
-                if reply.content_type == "application/json":
-                    return reply.status, await reply.json()
-                return reply.status, await reply.text()
 
-        yield send
-    await server.stop()
+@pytest.fixture
+def webhook_path() -> str:
+    return hostnetwork.PATH
 
 
 def pod(

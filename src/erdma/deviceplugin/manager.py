@@ -7,10 +7,10 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
 from prometheus_client import CollectorRegistry
 
+from erdma.aio import AsyncService
 from erdma.deviceplugin.lifecycle import PluginRunner, Timing
 from erdma.deviceplugin.metrics import DevicePluginMetrics
 from erdma.deviceplugin.plugin import ResourcePlugin
@@ -29,7 +29,7 @@ def device_plugin_dir(kubelet_root: Path) -> Path:
     return kubelet_root / "device-plugins"
 
 
-class PluginManager:
+class PluginManager(AsyncService):
     """Serves every plugin until stopped; use as `async with PluginManager(...) as manager`."""
 
     def __init__(
@@ -107,18 +107,6 @@ class PluginManager:
         if self._watcher is not None:
             await self._watcher.close()
             self._watcher = None
-
-    async def __aenter__(self) -> PluginManager:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
 
 def _check_unique(key: str, values: list[str]) -> None:

@@ -12,12 +12,12 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 import grpc
 
 from erdma.api.cri.runtime.v1 import api_pb2 as pb
 from erdma.api.cri.runtime.v1 import api_pb2_grpc as pb_grpc
+from erdma.testing.grpcserver import UnixGrpcServer
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,10 @@ class FakeSandbox:
         )
 
 
-class FakeCri(pb_grpc.RuntimeServiceServicer):
+class FakeCri(pb_grpc.RuntimeServiceServicer, UnixGrpcServer):
     """Serves configured sandboxes; `sandboxes` may be replaced at any time."""
+
+    what = "fake CRI server"
 
     def __init__(
         self, socket_path: Path, sandboxes: Sequence[FakeSandbox] = (), runtime: str = "containerd"
@@ -67,7 +69,6 @@ class FakeCri(pb_grpc.RuntimeServiceServicer):
         self.runtime = runtime
         #: every RPC served, by method name
         self.calls: list[str] = []
-        self._server: grpc.aio.Server | None = None
 
     async def Version(
         self, request: pb.VersionRequest, context: grpc.aio.ServicerContext
@@ -127,30 +128,5 @@ class FakeCri(pb_grpc.RuntimeServiceServicer):
         info = {"info": box.info()} if request.verbose else {}
         return pb.PodSandboxStatusResponse(status=status, info=info)
 
-    async def start(self) -> None:
-        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
-        self.socket_path.unlink(missing_ok=True)
-        server = grpc.aio.server()
+    def register(self, server: grpc.aio.Server) -> None:
         pb_grpc.add_RuntimeServiceServicer_to_server(self, server)
-        if server.add_insecure_port(f"unix://{self.socket_path}") == 0:
-            raise OSError(f"fake CRI server cannot bind {self.socket_path}")
-        await server.start()
-        self._server = server
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            await self._server.stop(None)
-            self._server = None
-        self.socket_path.unlink(missing_ok=True)
-
-    async def __aenter__(self) -> FakeCri:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import stat
@@ -19,12 +20,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 import grpc
 
+from erdma.aio import AsyncService
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
 from erdma.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from erdma.testing.grpcserver import serve_unix
 
 SUPPORTED_VERSIONS = ("v1beta1",)
 KUBELET_SOCKET = "kubelet.sock"
@@ -102,7 +104,7 @@ class PluginEndpoint:
         await self.channel.close()
 
 
-class FakeKubelet:
+class FakeKubelet(AsyncService):
     """Fake kubelet for one device-plugins directory; `async with FakeKubelet(dir) as kubelet`."""
 
     def __init__(self, plugin_dir: Path, *, register_failures: int = 0) -> None:
@@ -125,13 +127,13 @@ class FakeKubelet:
         checkpoint = self.plugin_dir / CHECKPOINT
         if not checkpoint.exists():
             checkpoint.write_text('{"Data":{"PodDeviceEntries":null}}')
-        self.socket_path.unlink(missing_ok=True)
-        server = grpc.aio.server()
-        pb_grpc.add_RegistrationServicer_to_server(_RegistrationService(self), server)
-        if server.add_insecure_port(f"unix://{self.socket_path}") == 0:
-            raise OSError(f"fake kubelet cannot bind {self.socket_path}")
-        await server.start()
-        self._server = server
+        self._server = await serve_unix(
+            self.socket_path,
+            functools.partial(
+                pb_grpc.add_RegistrationServicer_to_server, _RegistrationService(self)
+            ),
+            "fake kubelet",
+        )
         self._notify()
 
     async def stop(self) -> None:
@@ -160,18 +162,6 @@ class FakeKubelet:
     def fail_next_registers(self, count: int) -> None:
         """Answer the next `count` Register calls with UNAVAILABLE."""
         self._failures_left = count
-
-    async def __aenter__(self) -> FakeKubelet:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # -- state -------------------------------------------------------------------------------
 

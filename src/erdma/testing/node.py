@@ -14,13 +14,13 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
+from erdma.aio import AsyncService
 from erdma.testing import fakehost
 from erdma.testing.kubelet import FakeKubelet
 
 
-class SimulatedNode:
+class SimulatedNode(AsyncService):
     def __init__(
         self,
         root: Path,
@@ -95,15 +95,3 @@ class SimulatedNode:
 
     def agent_log(self) -> str:
         return self.log_path.read_text() if self.log_path.exists() else ""
-
-    async def __aenter__(self) -> SimulatedNode:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 import grpc
 
 from erdma.api.podresources.v1 import api_pb2 as pb
 from erdma.api.podresources.v1 import api_pb2_grpc as pb_grpc
+from erdma.testing.grpcserver import UnixGrpcServer
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,10 @@ def _pod_pb(pod: PodAssignment) -> pb.PodResources:
     )
 
 
-class FakePodResources(pb_grpc.PodResourcesListerServicer):
+class FakePodResources(pb_grpc.PodResourcesListerServicer, UnixGrpcServer):
     """Serves configured pods; `pods` may be replaced at any time (kubelet state changes)."""
+
+    what = "fake pod-resources server"
 
     def __init__(
         self,
@@ -74,7 +76,6 @@ class FakePodResources(pb_grpc.PodResourcesListerServicer):
         self.allocatable = list(allocatable)
         #: every RPC served, by method name, so callers can check they cache
         self.calls: list[str] = []
-        self._server: grpc.aio.Server | None = None
 
     @classmethod
     def for_kubelet_root(
@@ -107,30 +108,5 @@ class FakePodResources(pb_grpc.PodResourcesListerServicer):
         self.calls.append("GetAllocatableResources")
         return pb.AllocatableResourcesResponse(devices=[_devices_pb(d) for d in self.allocatable])
 
-    async def start(self) -> None:
-        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
-        self.socket_path.unlink(missing_ok=True)
-        server = grpc.aio.server()
+    def register(self, server: grpc.aio.Server) -> None:
         pb_grpc.add_PodResourcesListerServicer_to_server(self, server)
-        if server.add_insecure_port(f"unix://{self.socket_path}") == 0:
-            raise OSError(f"fake pod-resources server cannot bind {self.socket_path}")
-        await server.start()
-        self._server = server
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            await self._server.stop(None)
-            self._server = None
-        self.socket_path.unlink(missing_ok=True)
-
-    async def __aenter__(self) -> FakePodResources:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()

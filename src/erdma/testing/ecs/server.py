@@ -18,11 +18,11 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import TracebackType
 from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from erdma.aio import AsyncService
 from erdma.testing.ecs.actions import ACTIONS
 from erdma.testing.ecs.faults import FaultPlan
 from erdma.testing.ecs.signature import verify_v2, verify_v3
@@ -34,7 +34,7 @@ TOKEN_TTL_HEADER = "X-aliyun-ecs-metadata-token-ttl-seconds"
 TOKEN_HEADER = "X-aliyun-ecs-metadata-token"
 
 
-class EcsEmulator:
+class EcsEmulator(AsyncService):
     """An ECS region on 127.0.0.1: ``world`` is the state, ``faults`` the scripted trouble."""
 
     def __init__(
@@ -78,23 +78,11 @@ class EcsEmulator:
         await site.start()
         self.port = int(self._runner.addresses[0][1])
 
-    async def close(self) -> None:
+    async def stop(self) -> None:
         """Stop listening."""
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-
-    async def __aenter__(self) -> EcsEmulator:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     @contextmanager
     def in_thread(self) -> Iterator[EcsEmulator]:
@@ -107,7 +95,7 @@ class EcsEmulator:
             loop.run_until_complete(self.start())
             ready.set()
             loop.run_forever()
-            loop.run_until_complete(self.close())
+            loop.run_until_complete(self.stop())
             loop.close()
 
         thread = threading.Thread(target=run, name="ecs-emulator", daemon=True)

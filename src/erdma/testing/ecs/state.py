@@ -146,6 +146,31 @@ class EcsWorld:
             self.instances[inst.id] = inst
             return inst
 
+    def add_attached_eni(
+        self,
+        instance: InstanceRecord,
+        card_index: int,
+        *,
+        traffic_mode: str,
+        queue_pair_number: int,
+        tags: dict[str, str] | None = None,
+    ) -> EniRecord:
+        """Create an ENI in the instance's vSwitch and security groups and attach it on a card.
+
+        This is an ENI made outside the code under test (no ClientToken), e.g. in the console.
+        """
+        with self.lock:
+            eni = self.create_eni(
+                vswitch_id=instance.vswitch_id,
+                security_group_ids=instance.security_group_ids,
+                traffic_mode=traffic_mode,
+                queue_pair_number=queue_pair_number,
+                tags=tags or {},
+                client_token="",
+            )
+            self.attach(eni.id, instance.id, card_index)
+            return eni
+
     def _new_eni(self, vsw: VSwitch, sgs: list[str]) -> EniRecord:
         n = next(self._seq)
         mac = "00:16:3e:" + ":".join(f"{(n >> s) & 0xFF:02x}" for s in (16, 8, 0))
