@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import abc
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
+
+T = TypeVar("T")
 
 
 class AsyncService(abc.ABC):
@@ -29,3 +34,30 @@ class AsyncService(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+async def retry_until_done(
+    what: str,
+    step: Callable[[], Awaitable[T]],
+    log: logging.Logger,
+    initial_delay: float = 1.0,
+    max_delay: float = 60.0,
+) -> T:
+    """Run `step` until it succeeds, logging each failure and backing off (doubling, capped).
+
+    Background work of a daemon must neither die silently nor crash the process: a transient
+    failure (metadata not there yet, netdev not yet created) is logged and tried again.
+    """
+    delay = initial_delay
+    while True:
+        try:
+            return await step()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning(
+                f"{what} failed; retrying in {delay:g}s",
+                extra={"error": f"{type(exc).__name__}: {exc}"},
+            )
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, max_delay)

@@ -115,7 +115,7 @@ def build_spec(snapshot: DeviceSnapshot, with_rdma_cm: bool = True) -> dict[str,
     entries = [_device_entry(d.name, [d]) for d in devices]
     entries.append(_device_entry(ALL_DEVICES, devices))
     spec: dict[str, Any] = {"cdiVersion": BASE_VERSION, "kind": KIND, "devices": entries}
-    if with_rdma_cm and snapshot.rdma_cm is not None:
+    if with_rdma_cm and snapshot.rdma_cm is not None and snapshot.rdma_cm.present:
         spec["containerEdits"] = {"deviceNodes": [_device_node(snapshot.rdma_cm)]}
     spec["cdiVersion"] = minimum_version(spec)
     return spec

@@ -212,3 +212,46 @@ async def test_bad_device_list_strategy_is_refused_at_start(start_node):
     assert await asyncio.wait_for(node.process.wait(), 20) == 2
     assert "deviceListStrategy (--device-list-strategy)='envvar'" in node.agent_log()
     assert "'device-specs', 'cdi-cdi-devices' or 'cdi-annotations'" in node.agent_log()
+
+
+async def test_unwritable_cdi_dir_is_logged_and_health_still_flows(start_node, short_root):
+    blocker = short_root / "not-a-dir"
+    blocker.write_text("")
+    node = await start_node(
+        "default", "--device-list-strategy", "cdi-cdi-devices", "--cdi-spec-dir", str(blocker)
+    )
+    await node.wait_registered(ERDMA)
+    node.host.set_port_state("erdma_0", False)
+    await node.kubelet.wait_for(lambda: latest(node).get("erdma_0/0") == "Unhealthy", 2.0)
+    assert "cannot write the CDI spec" in node.agent_log()
+    assert node.process is not None and node.process.returncode is None
+
+
+async def test_hot_added_device_is_advertised(start_node):
+    node = await start_node()
+    await node.wait_registered(ERDMA)
+    netdev = fakehost.FakeNetdev("eth3", "00:16:3e:2f:40:01", "0000:81:06.0")
+    device = fakehost.FakeRdma("erdma_2", "0000:81:07.0", "eth3", numa=1, uverbs=2)
+    node.host.add_device(netdev, device)
+    await node.kubelet.wait_for(lambda: "erdma_2/3" in latest(node), 2.0, "erdma_2 advertised")
+    assert node.capacity_by_numa(ERDMA) == {"0": (4, 4), "1": (8, 8)}
+
+
+async def test_local_mode_reads_the_instance_id_from_metadata(start_node):
+    from erdma.testing.ecs import EcsEmulator
+    from erdma.testing.ecs.client import GENERAL_ERI, standard_world
+
+    world = standard_world()
+    instance = world.add_instance(GENERAL_ERI.name)
+    with EcsEmulator(world).in_thread() as emu:
+        emu.metadata_instance_id = instance.id
+        node = await start_node(
+            "default", "--local-eri-discovery", "--metadata-url", emu.metadata_url,
+            "--exposed-local-eris", f"i-other erdma_0,{instance.id} erdma_1",
+        )  # fmt: skip
+        await node.wait_registered(ERDMA)
+        await node.kubelet.wait_for(
+            lambda: sorted(latest(node)) == [f"erdma_1/{i}" for i in range(4)],
+            10,
+            f"only erdma_1, chosen by this instance's entry; log:\n{node.agent_log()}",
+        )

@@ -12,76 +12,31 @@ import asyncio
 import contextlib
 import json
 import signal
-import socket
 import subprocess
 import sys
-import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
-import aiohttp
-import pytest
-from lightkube import AsyncClient, KubeConfig
-from lightkube.core.exceptions import ApiError
-from lightkube.models.core_v1 import NodeSpec
-from lightkube.models.meta_v1 import ObjectMeta
+from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Event, Node
-from lightkube.types import PatchType
 
 from erdma.controller import crd
 from erdma.controller.config import parse_config
-from erdma.controller.kube import ERdmaDeviceResource, KubeApi
-from erdma.controller.leader import LeaderElector
+from erdma.controller.kube import ERdmaDeviceResource
 from erdma.controller.main import run_controller
 from erdma.testing.ecs import DEFAULT_ACCESS_KEY_ID, DEFAULT_ACCESS_KEY_SECRET, EcsEmulator
-from erdma.testing.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, NO_ERI, cloud_for, standard_world
+from erdma.testing.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, NO_ERI, cloud_for
 from erdma.testing.ecs.state import InstanceRecord
+from tests.integration.controller_support import (
+    FAST,
+    add_node,
+    device,
+    eventually,
+    ready_device,
+    set_ready,
+)
 
-pytest_plugins = ["tests.integration.conftest_kubeapi"]
-
-T = TypeVar("T")
-
-FAST = {
-    "region": "cn-hangzhou",
-    "pendingRequeueSeconds": 0.3,
-    "nodeNotReadyRequeueSeconds": 0.3,
-    "reverifyIntervalSeconds": 0.5,
-    "errorRequeueSeconds": 0.5,
-    "healthPort": 0,
-}
-
-
-async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float = 20.0) -> T:
-    """Poll ``check`` until it returns something truthy; fail with its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s; last value: {value!r}")
-        await asyncio.sleep(0.2)
-
-
-@pytest.fixture
-def emu():
-    with EcsEmulator(standard_world()).in_thread() as emulator:
-        yield emulator
-
-
-@pytest.fixture
-async def k8s(kube_api) -> AsyncIterator[AsyncClient]:
-    client = AsyncClient(KubeConfig.from_file(kube_api.kubeconfig))
-    yield client
-    kube = KubeApi(client)
-    async for node in client.list(Node):
-        assert node.metadata is not None and node.metadata.name is not None
-        await client.delete(Node, node.metadata.name)
-    for obj in await kube.list_devices():
-        await kube.drop_finalizer(obj)
-        await kube.delete_device(obj["metadata"]["name"])
-    await client.close()
+pytest_plugins = ["tests.integration.conftest_kubeapi", "tests.integration.conftest_controller"]
 
 
 @contextlib.asynccontextmanager
@@ -99,45 +54,6 @@ async def controller(kube_api, emu, cloud=None, **config: Any) -> AsyncIterator[
     finally:
         task.cancel()
         await asyncio.wait({task}, timeout=15)
-
-
-async def add_node(
-    client: AsyncClient,
-    inst: InstanceRecord,
-    *,
-    ready: bool = True,
-    labels: dict[str, str] | None = None,
-) -> str:
-    name = f"node-{uuid.uuid4().hex[:8]}"
-    node = Node(
-        metadata=ObjectMeta(name=name, labels=labels or {}),
-        spec=NodeSpec(providerID=f"cn-hangzhou.{inst.id}"),
-    )
-    await client.create(node)
-    await set_ready(client, name, ready, inst.private_ip)
-    return name
-
-
-async def set_ready(client: AsyncClient, name: str, ready: bool, ip: str) -> None:
-    status = {
-        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        "addresses": [{"type": "InternalIP", "address": ip}],
-    }
-    await client.patch(Node.Status, name, {"status": status}, patch_type=PatchType.MERGE)
-
-
-async def device(client: AsyncClient, name: str) -> dict | None:
-    try:
-        return (await client.get(ERdmaDeviceResource, name)).to_dict()
-    except ApiError as exc:
-        if exc.status.code == 404:
-            return None
-        raise
-
-
-async def ready_device(client: AsyncClient, name: str) -> dict | None:
-    obj = await device(client, name)
-    return obj if obj and crd.parse(obj).all_ready else None
 
 
 async def events(client: AsyncClient, name: str) -> list[tuple[str, str, str]]:
@@ -374,97 +290,6 @@ async def test_follows_instance_type_change(kube_api, emu, k8s):
 
         obj = await eventually(two_ready)
     assert [d["networkCardIndex"] for d in obj["spec"]["devices"]] == [0, 1]
-
-
-async def test_leader_election_one_active_replica(kube_api):
-    config = KubeConfig.from_file(kube_api.kubeconfig)
-    a_client, b_client = AsyncClient(config), AsyncClient(config)
-    lease = f"lease-{uuid.uuid4().hex[:6]}"
-    a = LeaderElector(a_client, "kube-system", lease, "replica-a", duration=3)
-    b = LeaderElector(b_client, "kube-system", lease, "replica-b", duration=3)
-    try:
-        assert await a.try_acquire()
-        assert not await b.try_acquire()
-        assert await a.try_acquire()  # renew
-        await a.release()
-        assert await b.try_acquire()  # immediate takeover after a clean release
-        assert not await a.try_acquire()
-    finally:
-        await a_client.close()
-        await b_client.close()
-
-
-async def test_standby_takes_over_when_leader_stops_renewing(kube_api):
-    config = KubeConfig.from_file(kube_api.kubeconfig)
-    a_client, b_client = AsyncClient(config), AsyncClient(config)
-    lease = f"lease-{uuid.uuid4().hex[:6]}"
-    a = LeaderElector(a_client, "kube-system", lease, "replica-a", duration=2)
-    b = LeaderElector(b_client, "kube-system", lease, "replica-b", duration=2)
-    b_started = asyncio.Event()
-
-    async def b_work() -> None:
-        b_started.set()
-        await asyncio.Event().wait()
-
-    try:
-        assert await a.try_acquire()  # a then "crashes": never renews, never releases
-        standby = asyncio.create_task(b.run(b_work))
-        await asyncio.sleep(1.0)
-        assert not b_started.is_set()
-        await asyncio.wait_for(b_started.wait(), timeout=5)
-        standby.cancel()
-        await asyncio.gather(standby, return_exceptions=True)
-    finally:
-        await a_client.close()
-        await b_client.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def health(port: int) -> dict:
-    url = f"http://127.0.0.1:{port}/healthz"
-    async with aiohttp.ClientSession() as session, session.get(url) as resp:
-        assert resp.status == 200
-        return await resp.json()
-
-
-async def test_two_replicas_one_leader_and_failover(kube_api, emu, k8s):
-    """Two replicas share a Lease: one acts; when it stops, the other takes over."""
-    lease = {"leaseName": f"erdma-{uuid.uuid4().hex[:6]}", "leaseDurationSeconds": 3}
-    config = parse_config({**FAST, **lease})
-    ports = [free_port(), free_port()]
-    replicas = [
-        asyncio.create_task(
-            run_controller(
-                config,
-                cloud_for(emu),
-                kubeconfig=kube_api.kubeconfig,
-                identity=f"replica-{i}",
-                health_port=ports[i],
-            )
-        )
-        for i in range(2)
-    ]
-    try:
-        first = await add_node(k8s, emu.world.add_instance(GENERAL_ERI.name))
-        await eventually(lambda: ready_device(k8s, first))
-        states = [(await health(p))["leader"] for p in ports]
-        assert sorted(states) == [False, True]
-        leader = states.index(True)
-
-        replicas[leader].cancel()
-        await asyncio.wait({replicas[leader]}, timeout=15)
-        second = await add_node(k8s, emu.world.add_instance(GENERAL_ERI.name))
-        await eventually(lambda: ready_device(k8s, second))
-        assert (await health(ports[1 - leader]))["leader"] is True
-    finally:
-        for task in replicas:
-            task.cancel()
-        await asyncio.wait(replicas, timeout=15)
 
 
 async def test_object_deleted_by_a_person_is_recreated(kube_api, emu, k8s):

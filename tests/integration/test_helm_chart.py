@@ -217,6 +217,15 @@ def test_objects_live_in_the_release_namespace(case: tuple[str, Rendered]) -> No
             assert hook["clientConfig"]["service"]["namespace"] == out.namespace, where
 
 
+def test_pods_get_no_service_link_env(case: tuple[str, Rendered]) -> None:
+    """Service links would inject ERDMA_*-looking variables that the programs read as config."""
+    _, out = case
+    workloads = out.all("DaemonSet") + out.all("Deployment")
+    assert workloads
+    for obj in workloads:
+        assert obj["spec"]["template"]["spec"]["enableServiceLinks"] is False, obj["metadata"]
+
+
 def test_rbac_grants_no_wildcards(case: tuple[str, Rendered]) -> None:
     _, out = case
     for role in out.all("ClusterRole") + out.all("Role"):

@@ -187,7 +187,10 @@ async def test_agent_waits_for_ready_devices_then_brings_up_the_eri(kube_api, ne
             await kube.create_device(crd.build(node, "uid-1", inst.id, devices, jumbo_frame=True))
             pending = [crd.DeviceStatus(d.id, crd.PENDING, "attaching") for d in devices]
             await kube.patch_device_status(node, crd.status_body(pending))
-            await asyncio.sleep(0.5)
+            for _ in range(100):  # until the agent has seen (and logged) the Pending status
+                if "Pending: attaching" in caplog.text:
+                    break
+                await asyncio.sleep(0.1)
             assert not agent.done()
             assert "UP" not in link(netns, "eri0")["flags"]
 

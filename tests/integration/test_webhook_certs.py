@@ -27,6 +27,7 @@ from lightkube.resources.admissionregistration_v1 import (
 )
 from lightkube.resources.core_v1 import Namespace, Secret
 
+from erdma.controller import certs
 from erdma.controller import webhook_certs as wc
 from erdma.testing.kubeapi import KubeApiServer, KubeApiUnavailable, install_crd
 from erdma.webhook import hostnetwork
@@ -55,9 +56,9 @@ async def settings(k8s, tmp_path: Path) -> AsyncIterator[wc.WebhookCertSettings]
         await k8s.delete(Secret, f"{name}-webhook-cert", namespace=NS)
 
 
-async def stored(k8s: AsyncClient, s: wc.WebhookCertSettings) -> wc.CertBundle:
+async def stored(k8s: AsyncClient, s: wc.WebhookCertSettings) -> certs.CertBundle:
     secret = await k8s.get(Secret, s.secret_name, namespace=NS)
-    return wc.CertBundle.from_secret_data(secret.data)
+    return certs.CertBundle.from_secret_data(secret.data)
 
 
 async def plant(k8s: AsyncClient, s: wc.WebhookCertSettings, data: dict[str, str]) -> None:
@@ -80,7 +81,7 @@ async def test_first_replica_creates_second_reuses(k8s, kube_api, settings, tmp_
         await second_client.close()
     assert second.outcome == wc.OUTCOME_REUSED
     assert second.bundle == first.bundle
-    for key in wc.SECRET_KEYS:
+    for key in certs.SECRET_KEYS:
         assert (other_dir / key).read_bytes() == (settings.cert_dir / key).read_bytes()
 
 
@@ -110,15 +111,15 @@ async def test_concurrent_replicas_end_with_one_secret(kube_api, settings, tmp_p
     assert outcomes.count(wc.OUTCOME_CREATED) == 1, outcomes
     assert set(outcomes) <= {wc.OUTCOME_CREATED, wc.OUTCOME_LOST_RACE, wc.OUTCOME_REUSED}
     assert all(r.bundle == results[0].bundle for r in results)
-    for key in wc.SECRET_KEYS:
+    for key in certs.SECRET_KEYS:
         assert len({(d / key).read_bytes() for d in dirs}) == 1
     ours = [s for s in listed if s.metadata and s.metadata.name == settings.secret_name]
     assert len(ours) == 1
-    assert wc.CertBundle.from_secret_data(ours[0].data) == results[0].bundle
+    assert certs.CertBundle.from_secret_data(ours[0].data) == results[0].bundle
 
 
 async def test_expiring_certificate_is_rotated_and_old_ca_kept(k8s, settings):
-    old = wc.generate(settings.name, NS, validity=datetime.timedelta(days=10))
+    old = certs.generate(settings.name, NS, validity=datetime.timedelta(days=10))
     await plant(k8s, settings, old.secret_data())
     result = await wc.setup_webhook_certs(k8s, settings)
     assert result.outcome == wc.OUTCOME_ROTATED
@@ -136,7 +137,7 @@ async def test_expiring_certificate_is_rotated_and_old_ca_kept(k8s, settings):
 
 
 async def test_two_replicas_rotating_at_once_agree(kube_api, settings, tmp_path):
-    old = wc.generate(settings.name, NS, validity=datetime.timedelta(days=1))
+    old = certs.generate(settings.name, NS, validity=datetime.timedelta(days=1))
     clients = [AsyncClient(KubeConfig.from_file(kube_api.kubeconfig)) for _ in range(2)]
     try:
         await plant(clients[0], settings, old.secret_data())
@@ -162,16 +163,16 @@ async def test_two_replicas_rotating_at_once_agree(kube_api, settings, tmp_path)
     ids=["no-key", "garbage-cert"],
 )
 async def test_damaged_secret_is_replaced(k8s, settings, damage, reason):
-    data = damage(wc.generate(settings.name, NS).secret_data())
+    data = damage(certs.generate(settings.name, NS).secret_data())
     await plant(k8s, settings, data)
     result = await wc.setup_webhook_certs(k8s, settings)
     assert result.outcome == wc.OUTCOME_ROTATED
     assert reason in result.reason.replace("key(s) ", "")
-    assert wc.problem(result.bundle, settings.dns_names(), wc.RENEW_BEFORE) is None
+    assert certs.problem(result.bundle, settings.dns_names(), certs.RENEW_BEFORE) is None
 
 
 async def test_certificate_for_another_service_is_replaced(k8s, settings):
-    foreign = wc.generate("someone-else", NS)
+    foreign = certs.generate("someone-else", NS)
     await plant(k8s, settings, foreign.secret_data())
     result = await wc.setup_webhook_certs(k8s, settings)
     assert result.outcome == wc.OUTCOME_ROTATED

@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from erdma.controller import webhook_certs
+from erdma.controller import certs, webhook_certs
 from erdma.webhook.review import Handler
 from erdma.webhook.server import start_webhook
 
@@ -34,7 +34,7 @@ Post = Callable[..., Awaitable[tuple[int, Any]]]
 @pytest.fixture(scope="session")
 def webhook_cert(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """``tls.crt``, ``tls.key`` and ``ca.crt`` written by the controller's certificate code."""
-    bundle = webhook_certs.generate(SERVICE, NAMESPACE)
+    bundle = certs.generate(SERVICE, NAMESPACE)
     return webhook_certs.write_files(bundle, tmp_path_factory.mktemp("tls"))
 
 

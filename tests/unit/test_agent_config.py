@@ -73,8 +73,11 @@ def test_bad_files(tmp_path: Path):
 
 
 def test_error_messages_name_flags_that_exist():
-    from erdma.agent.config import _FLAGS
+    from erdma.agent.config import _FLAGS, AgentConfig
     from erdma.agent.main import agent_command
 
     flags = {opt for param in agent_command.params for opt in param.opts}
     assert flags >= _FLAGS
+    # every agent option except --config sets a configuration field of the same name
+    names = {param.name for param in agent_command.params} - {"config_file"}
+    assert names <= set(AgentConfig.model_fields)

@@ -267,3 +267,14 @@ def test_writing_an_unknown_format_names_the_choices(tmp_path: Path):
     with pytest.raises(ValueError, match=r"invalid --format 'toml': accepted values are yaml"):
         cdi.write_spec(spec, tmp_path / "cdi", "toml")
     assert not (tmp_path / "cdi").exists()
+
+
+def test_a_vanished_rdma_cm_node_is_not_put_in_the_spec(tmp_path):
+    from erdma.cdi import build_spec
+    from erdma.host.devices import scan
+    from erdma.testing import fakehost
+
+    host = fakehost.build(tmp_path, "default")
+    assert "containerEdits" in build_spec(scan(tmp_path))
+    host.remove_node("/dev/infiniband/rdma_cm")
+    assert "containerEdits" not in build_spec(scan(tmp_path))

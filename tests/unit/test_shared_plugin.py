@@ -147,3 +147,12 @@ def test_non_host_network_needs_shared_netns_mode(tmp_path: Path):
                           non_host_network_rdma=True)  # fmt: skip
     plugin.update(scan(tmp_path))
     assert not plugin.devices()[0].healthy and "exclusive" in plugin.health_reason
+
+
+def test_resource_names_with_dashes_and_dots_get_a_valid_socket(tmp_path: Path):
+    from erdma.deviceplugin.server import validate_stem
+
+    for name in ("rdma/shared-hca", "rdma/hca.v2"):
+        plugin = shared_on(tmp_path / name.replace("/", "_"), name=name, capacity=2)
+        assert validate_stem(plugin.socket_stem) == plugin.socket_stem
+        assert len(plugin.devices()) == 2

@@ -64,3 +64,28 @@ def test_first_present_cri_socket_candidate_is_used(tmp_path):
 def test_no_cri_socket_lists_what_was_tried(tmp_path):
     with pytest.raises(SmcrError, match=r"no CRI socket found.*containerd\.sock"):
         cri_socket(None, tmp_path)
+
+
+async def test_kernel_without_ipv6_still_gets_smc_r(tmp_path):
+    """A node booted with ipv6.disable=1 has no disable_ipv6 knob: nothing to turn off."""
+    from erdma.agent.smcr import PodNetnsSteps
+    from erdma.host.netlink.smc_pnet import PnetEntry
+
+    class Table:
+        def __init__(self) -> None:
+            self.rows: list[PnetEntry] = []
+
+        async def dump(self) -> list[PnetEntry]:
+            return list(self.rows)
+
+        async def add(self, entry: PnetEntry) -> None:
+            self.rows.append(entry)
+
+    knob = tmp_path / "sys/net/smc/tcp2smc"
+    knob.parent.mkdir(parents=True)
+    knob.write_text("0")
+    table = Table()
+    steps = PodNetnsSteps(Sysctls(tmp_path), pnet_for=lambda _ns: table)
+    await steps.apply(None, "00163E2F3775")
+    assert knob.read_text() == "1"
+    assert [(r.pnetid, r.ethname) for r in table.rows] == [("00163E2F3775", "eth0")]

@@ -45,10 +45,12 @@ async def wait_for_devices(
 ) -> crd.ERdmaDevice:
     """Watch ERdmaDevice ``node_name`` until all its devices are Ready, and return it.
 
-    API errors and dropped watches are logged and the watch is re-established; the function
-    returns only with a Ready object (cancel it to give up).
+    API errors and dropped watches are logged and the watch is re-established, quickly at
+    first (an API server answers 429 while its watch cache for a new CRD warms up), then every
+    ``retry_delay`` seconds; the function returns only with a Ready object (cancel to give up).
     """
     last = ""
+    delay = min(0.25, retry_delay)
     log.info("waiting for ERdmaDevice %s to be created and Ready", node_name)
     while True:
         try:
@@ -70,7 +72,8 @@ async def wait_for_devices(
                     last = progress
         except (ApiError, httpx.HTTPError, OSError) as exc:
             log.warning("watching ERdmaDevice %s failed (%s); retrying", node_name, exc)
-        await asyncio.sleep(retry_delay)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, retry_delay)
 
 
 async def configure_netdevs(

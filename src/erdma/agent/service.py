@@ -23,6 +23,7 @@ from erdma.agent.prepare import keep_preparing, prepare
 from erdma.agent.regular import prepare_regular_mode
 from erdma.agent.shared import SharedPlugin, check_disjoint
 from erdma.agent.smcr import PodNetnsSteps, SmcrConfigurator, Sysctls
+from erdma.aio import retry_until_done
 from erdma.cdi import NoDevicesError, build_spec, write_spec
 from erdma.controller.kube import KubeApi, new_client
 from erdma.deviceplugin.lifecycle import Timing
@@ -33,7 +34,7 @@ from erdma.host.driver import choose_mode
 from erdma.host.metadata import MetadataClient
 from erdma.host.model import DeviceSnapshot, RdmaDevice
 from erdma.host.run import Runner
-from erdma.host.smc import SmcUnavailable, default_backend, ensure_host_pnet
+from erdma.host.smc import PnetError, SmcUnavailable, default_backend, ensure_host_pnet
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ class Agent:
         self.registry = registry or CollectorRegistry()
         self.metrics = AgentMetrics(self.registry)
         self._cdi_spec: dict[str, object] | None = None
+        self._overlap = ""
         self.exposure = self._exposure()
         self.snapshot = scan(config.host_root)
         self.runner = Runner(host_namespace=config.host_namespace)
@@ -117,6 +119,14 @@ class Agent:
         )
 
     def _publish(self, snapshot: DeviceSnapshot) -> None:
+        try:
+            check_disjoint(snapshot, [p.config for p in self.shared])
+            self._overlap = ""
+        except ValueError as exc:  # a device hot-added under two selectors
+            if str(exc) != self._overlap:
+                log.error("shared resources overlap; fix sharedResources[].selectors",
+                          extra={"reason": str(exc)})  # fmt: skip
+            self._overlap = str(exc)
         self.erdma.update(snapshot)
         for plugin in self.shared:
             plugin.update(snapshot)
@@ -130,7 +140,12 @@ class Agent:
         except NoDevicesError:
             return
         if spec != self._cdi_spec:
-            path = write_spec(spec, self.config.cdi_spec_dir)
+            try:
+                path = write_spec(spec, self.config.cdi_spec_dir)
+            except OSError as exc:  # retried on the next rescan; the devices stay served
+                where = {"dir": str(self.config.cdi_spec_dir), "error": str(exc)}
+                log.error("cannot write the CDI spec: CDI names will not resolve", extra=where)
+                return
             self._cdi_spec = spec
             log.info("CDI spec written", extra={"path": str(path)})
 
@@ -142,6 +157,11 @@ class Agent:
         exposure = select(parse_rules(self.config.exposed_local_eris), self.config.instance_id)
         log.info("local mode device selection", extra={"rule": exposure.reason})
         return exposure
+
+    def _needs_instance_id(self) -> bool:
+        """Only entries naming an instance need to know which instance this is."""
+        rules = parse_rules(self.config.exposed_local_eris)
+        return not self.config.instance_id and any(not r.wildcard for r in rules)
 
     def _nccl_env(self, devices: Sequence[RdmaDevice]) -> dict[str, str]:
         return nccl_env(devices, self.mode, self.config.nccl).envs
@@ -171,10 +191,10 @@ class Agent:
         key = tuple((d.name, d.pnetid) for d in devices)
         if not self.mode.wants_smc or key == self._pnet_devices or not devices:
             return
-        self._pnet_devices = key
         try:
             await ensure_host_pnet(default_backend(self.runner), devices, self.config.host_root)
-        except (SmcUnavailable, OSError) as exc:
+            self._pnet_devices = key
+        except (SmcUnavailable, PnetError, OSError) as exc:
             log.warning("host SMC pnet table not set up: SMC-R in pods will fall back to TCP",
                         extra={"reason": str(exc)})  # fmt: skip
 
@@ -206,35 +226,61 @@ class Agent:
         return snapshot
 
     async def _rescan_forever(self) -> None:
+        """Rescan and publish forever; a failing round is logged and the next one runs."""
         warned_no_driver = False
+        last_error = ""
         while True:
             await asyncio.sleep(self.config.rescan_interval)
-            self.snapshot = await asyncio.to_thread(self.rescan)
-            if not self.snapshot.devices and not warned_no_driver:
-                log.warning(
-                    "no RDMA devices yet; still watching",
-                    extra={"erdma_loaded": self.snapshot.modules.erdma_loaded},
-                )
-            warned_no_driver = not self.snapshot.devices
-            self._publish(self.snapshot)
-            if self._prepared:
-                await self._ensure_host_pnet()
+            try:
+                self.snapshot = await asyncio.to_thread(self.rescan)
+                if not self.snapshot.devices and not warned_no_driver:
+                    log.warning(
+                        "no RDMA devices yet; still watching",
+                        extra={"erdma_loaded": self.snapshot.modules.erdma_loaded},
+                    )
+                warned_no_driver = not self.snapshot.devices
+                self._publish(self.snapshot)
+                if self._prepared:
+                    await self._ensure_host_pnet()
+                last_error = ""
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                if error != last_error:  # once per distinct problem, not twice a second
+                    log.exception("rescan round failed; still watching")
+                last_error = error
 
     async def _regular_mode(self) -> None:
-        """Wait (watching, not polling) for the ERIs, bring up their netdevs, expose them."""
+        """Wait (watching, not polling) for the ERIs, bring up their netdevs, expose them.
+
+        Each step is retried with backoff: metadata for a just-attached ERI or its netdev may
+        lag the controller's Ready by a few seconds.
+        """
         if not self.config.node_name:
             log.error("Regular mode needs the node name (NODE_NAME or --node-name)")
             return
         kube = KubeApi(new_client(self.config.kubeconfig or None))
-        device = await prepare_regular_mode(
-            kube,
-            self.config.node_name,
-            MetadataClient(self.config.metadata_url),
-            jumbo_mtu=self.config.jumbo_frame_mtu,
+        metadata = MetadataClient(self.config.metadata_url)
+        device = await retry_until_done(
+            "Regular mode setup (wait for ERdmaDevice, bring up ERI netdevs)",
+            lambda: prepare_regular_mode(
+                kube, self.config.node_name, metadata, jumbo_mtu=self.config.jumbo_frame_mtu
+            ),
+            log,
         )
         macs = [d.mac for d in device.devices]
         self.erdma.expose(by_macs(macs, f"Regular mode: ERIs {', '.join(macs)}"))
         log.info("exposing the node's ERIs", extra={"macs": macs})
+
+    async def _local_instance_id(self) -> None:
+        """Local mode without `instanceID`: ask instance metadata, then re-select devices."""
+        metadata = MetadataClient(self.config.metadata_url)
+        instance = await retry_until_done("reading the instance id from metadata",
+                                          metadata.instance_id, log)  # fmt: skip
+        rules = parse_rules(self.config.exposed_local_eris)
+        self.exposure = select(rules, instance)
+        log.info("local mode device selection", extra={"instance": instance,
+                                                       "rule": self.exposure.reason})  # fmt: skip
+        self.erdma.expose(self.exposure)
 
     async def run(self, stop: asyncio.Event) -> None:
         if self.config.metrics_port:
@@ -244,8 +290,11 @@ class Agent:
             tasks = [asyncio.create_task(self._rescan_forever())]
             if self.config.prepare_node:
                 tasks.append(asyncio.create_task(self._prepare_node()))
-            if not self.config.local_eri_discovery and "aliyun/erdma" in self.config.resources:
-                tasks.append(asyncio.create_task(self._regular_mode()))
+            if "aliyun/erdma" in self.config.resources:
+                if not self.config.local_eri_discovery:
+                    tasks.append(asyncio.create_task(self._regular_mode()))
+                elif self._needs_instance_id():
+                    tasks.append(asyncio.create_task(self._local_instance_id()))
             try:
                 await stop.wait()
             finally:

@@ -72,7 +72,7 @@ class SharedPlugin(ResourcePlugin):
     ) -> None:
         self.config = config
         self.resource_name = config.name
-        self.socket_stem = config.name.rpartition("/")[2].replace(".", "-")
+        self.socket_stem = config.name.rpartition("/")[2].replace("-", "_")
         self.host_root = host_root
         self.non_host_network_rdma = non_host_network_rdma
         self._slot_prefix = self.socket_stem

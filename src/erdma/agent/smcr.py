@@ -120,7 +120,8 @@ class PodNetnsSteps:
         if not knob.exists():
             raise SmcrError(UNSUPPORTED)
         self.sysctls.write(TCP2SMC, "1")
-        if self.disable_ipv6:
+        # a kernel booted with ipv6.disable=1 has no knob: IPv6 is off already
+        if self.disable_ipv6 and self.sysctls.path(DISABLE_IPV6).exists():
             self.sysctls.write(DISABLE_IPV6, "1")
 
     async def apply(self, netns: str | None, pnetid: str) -> PnetReport:

@@ -29,14 +29,9 @@ TERWAY_EXCLUDED_TAG_KEY = "terway.alibabacloud.com/excluded"
 
 # ENI life-cycle states as ECS reports them.
 ENI_AVAILABLE = "Available"
-ENI_ATTACHING = "Attaching"
 ENI_IN_USE = "InUse"
-ENI_DETACHING = "Detaching"
-ENI_CREATING = "Creating"
-ENI_DELETING = "Deleting"
 
 # Traffic modes: an ERI is an ENI whose traffic mode is HighPerformance.
-TRAFFIC_STANDARD = "Standard"
 TRAFFIC_HIGH_PERFORMANCE = "HighPerformance"
 
 

@@ -12,7 +12,6 @@ or, when empty, from the ECS metadata service (IMDSv2 token first, as the refere
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Mapping
@@ -20,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from alibabacloud_credentials.client import Client as CredentialClient  # type: ignore[import-untyped]
 from alibabacloud_credentials.models import Config as CredentialConfig  # type: ignore[import-untyped]
 
+from erdma.host.metadata import DEFAULT_BASE_URL, MetadataClient, MetadataError
+
 DEFAULT_CREDENTIAL_PATH = "/etc/erdma-controller-credential/credential.json"
-METADATA_URL = "http://100.100.100.200"
+METADATA_URL = DEFAULT_BASE_URL
 ACCEPTED_TYPES = ("access_key", "ecs_ram_role", "oidc_role_arn")
 OIDC_ENV = (
     "ALIBABA_CLOUD_ROLE_ARN",
@@ -136,38 +136,11 @@ def build_credential_client(
     return CredentialClient(config)
 
 
-async def metadata_get(
-    path: str, *, base_url: str = METADATA_URL, attempts: int = 4, timeout: float = 2.0
-) -> str:
-    """GET ``/latest/meta-data/<path>`` with an IMDSv2 token, retrying transient failures."""
-    delay = 0.5
-    last = ""
-    client_timeout = aiohttp.ClientTimeout(total=timeout)
-    for attempt in range(attempts):
-        try:
-            async with aiohttp.ClientSession(timeout=client_timeout) as session:
-                ttl = {"X-aliyun-ecs-metadata-token-ttl-seconds": "21600"}
-                async with session.put(f"{base_url}/latest/api/token", headers=ttl) as resp:
-                    resp.raise_for_status()
-                    token = await resp.text()
-                headers = {"X-aliyun-ecs-metadata-token": token}
-                async with session.get(
-                    f"{base_url}/latest/meta-data/{path}", headers=headers
-                ) as resp:
-                    if resp.status == 404:
-                        raise CredentialError(f"metadata {path!r} does not exist at {base_url}")
-                    resp.raise_for_status()
-                    return (await resp.text()).strip()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            last = f"{type(exc).__name__}: {exc}"
-        if attempt + 1 < attempts:
-            await asyncio.sleep(delay)
-            delay *= 1.2
-    raise CredentialError(f"cannot read metadata {path!r} from {base_url}: {last}")
-
-
 async def resolve_region(configured: str, *, base_url: str = METADATA_URL) -> str:
     """The configured region, else the one the metadata service reports."""
     if configured:
         return configured
-    return await metadata_get("region-id", base_url=base_url)
+    try:
+        return await MetadataClient(base_url).region_id()
+    except MetadataError as exc:
+        raise CredentialError(f"region not configured and {exc}") from None

@@ -5,6 +5,7 @@ method, and on failure decide between retrying (throttling, 5xx, timeouts, netwo
 exponential backoff with full jitter) and raising a ``CloudError`` that names the ECS code,
 the action and what a person can do about it.  The SDK's own retry is left off so there is
 exactly one retry policy.  List calls follow ``NextToken`` to the last page.
+Responses become ``CloudApi`` dataclasses in ``ecs_responses``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from alibabacloud_ecs20140526.client import Client as EcsClient  # type: ignore[
 from alibabacloud_tea_openapi.models import Config as OpenApiConfig  # type: ignore[import-untyped]
 from alibabacloud_tea_util.models import RuntimeOptions  # type: ignore[import-untyped]
 
+from erdma.controller import ecs_responses as responses
 from erdma.controller.cloud import (
     TRAFFIC_HIGH_PERFORMANCE,
     CloudError,
@@ -120,28 +122,6 @@ class CallStats:
     failures: Counter[str] = field(default_factory=Counter)
 
 
-def _eni(item: Any) -> Eni:
-    tags = {t.tag_key: t.tag_value for t in (item.tags.tag if item.tags and item.tags.tag else [])}
-    attachment = getattr(item, "attachment", None)
-    card = attachment.network_card_index if attachment and attachment.network_card_index else 0
-    instance_id = getattr(item, "instance_id", "") or (
-        attachment.instance_id if attachment and attachment.instance_id else ""
-    )
-    return Eni(
-        id=item.network_interface_id,
-        mac=(item.mac_address or "").lower(),
-        status=item.status or "",
-        traffic_mode=getattr(item, "network_interface_traffic_mode", None) or "Standard",
-        queue_pair_number=getattr(item, "queue_pair_number", None) or 0,
-        card_index=int(card),
-        instance_id=instance_id,
-        is_primary=item.type == "Primary",
-        tags=tags,
-        vswitch_id=item.v_switch_id or "",
-        private_ip=item.private_ip_address or "",
-    )
-
-
 class EcsCloud:
     """The production ``CloudApi``."""
 
@@ -221,27 +201,8 @@ class EcsCloud:
                     hint="the node's InternalIP is not unique in this region; set providerID",
                 )
             if found:
-                return self._instance(found[0])
+                return responses.instance(found[0], self.region)
         return None
-
-    def _instance(self, item: Any) -> Instance:
-        vpc = item.vpc_attributes
-        ips = vpc.private_ip_address.ip_address if vpc and vpc.private_ip_address else []
-        nics = item.network_interfaces.network_interface if item.network_interfaces else []
-        primary = next((n.network_interface_id for n in nics if n.type == "Primary"), "")
-        groups = item.security_group_ids.security_group_id if item.security_group_ids else []
-        return Instance(
-            id=item.instance_id,
-            region=item.region_id or self.region,
-            instance_type=item.instance_type,
-            zone_id=item.zone_id or "",
-            vpc_id=vpc.vpc_id if vpc else "",
-            vswitch_id=vpc.v_switch_id if vpc else "",
-            security_group_ids=tuple(groups or ()),
-            private_ip=ips[0] if ips else "",
-            primary_eni_id=primary,
-            status=item.status or "",
-        )
 
     async def instance_type_caps(self, instance_type: str) -> InstanceTypeCaps:
         """DescribeInstanceTypes, once per type: concurrent callers share one request."""
@@ -263,25 +224,14 @@ class EcsCloud:
                 "DescribeInstanceTypes",
                 f"instance type {instance_type!r} is unknown to ECS in {self.region}",
             )
-        t = match[0]
-        return InstanceTypeCaps(
-            instance_type=instance_type,
-            eri_quantity=t.eri_quantity or 0,
-            network_card_quantity=t.network_card_quantity or 0,
-            queue_pair_number=t.queue_pair_number or 0,
-            gpu_amount=t.gpuamount or 0,
-        )
+        return responses.instance_type_caps(match[0], instance_type)
 
     async def jumbo_frame(self, instance_id: str) -> bool:
         """DescribeInstanceAttribute.EnableJumboFrame."""
         request = ecs_models.DescribeInstanceAttributeRequest(instance_id=instance_id)
         client = self._client.describe_instance_attribute_with_options_async
         resp = await self._call("DescribeInstanceAttribute", client, request)
-        body = resp.body
-        if body.enable_jumbo_frame is not None:
-            return bool(body.enable_jumbo_frame)
-        options = body.network_options
-        return bool(options and options.enable_jumbo_frame)
+        return responses.jumbo_frame(resp.body)
 
     # --- network interfaces ----------------------------------------------------------------
 
@@ -295,7 +245,7 @@ class EcsCloud:
             )
             resp = await self._call("DescribeNetworkInterfaces", client, request)
             sets = resp.body.network_interface_sets
-            found.extend(_eni(i) for i in (sets.network_interface_set or []) if sets)
+            found.extend(responses.eni(i) for i in (sets.network_interface_set or []) if sets)
             token = resp.body.next_token or ""
             if not token:
                 return found
@@ -343,19 +293,7 @@ class EcsCloud:
         )
         client = self._client.create_network_interface_with_options_async
         body = (await self._call("CreateNetworkInterface", client, request)).body
-        return Eni(
-            id=body.network_interface_id,
-            mac=(body.mac_address or "").lower(),
-            status=body.status or "Available",
-            traffic_mode=TRAFFIC_HIGH_PERFORMANCE,
-            queue_pair_number=queue_pair_number,
-            card_index=card_index,
-            instance_id="",
-            is_primary=False,
-            tags=dict(tags),
-            vswitch_id=body.v_switch_id or instance.vswitch_id,
-            private_ip=body.private_ip_address or "",
-        )
+        return responses.created_eri(body, instance, card_index, queue_pair_number, tags)
 
     async def attach_eri(self, eni_id: str, instance_id: str, card_index: int) -> None:
         """AttachNetworkInterface; NetworkCardIndex is sent only when not 0, as ECS expects."""

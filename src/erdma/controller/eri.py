@@ -25,6 +25,7 @@ Where the reference is wrong this differs on purpose:
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -47,6 +48,8 @@ CONVERT = "convert-primary"  # switch the primary ENI to HighPerformance
 CREATE = "create"  # create a new ERI and attach it
 
 PENDING, READY, FAILED = "Pending", "Ready", "Failed"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -303,8 +306,11 @@ async def _backfill_tags(cloud: CloudApi, instance: Instance, plan: EriPlan) -> 
     if untagged:
         try:
             await cloud.tag_enis(untagged, wanted)
-        except CloudError:
-            return
+        except CloudError as exc:
+            log.warning(
+                "could not tag ERIs %s (best effort; grant ecs:TagResources to stop this): %s",
+                ", ".join(untagged), exc,
+            )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from lightkube import AsyncClient
 
+from erdma import __version__
 from erdma.controller.config import ControllerConfig
 from erdma.controller.webhook_certs import (
     WebhookCertSettings,
@@ -22,7 +23,7 @@ from erdma.webhook import hostnetwork, smcr
 from erdma.webhook.review import Handler
 from erdma.webhook.server import WebhookServer, start_webhook
 
-DEFAULT_SMCR_INIT_IMAGE = "erdma-k8s/erdma:0.1.0"
+DEFAULT_SMCR_INIT_IMAGE = f"erdma-k8s/erdma:{__version__}"
 
 
 def webhook_routes(config: ControllerConfig) -> dict[str, Handler]:
@@ -32,7 +33,7 @@ def webhook_routes(config: ControllerConfig) -> dict[str, Handler]:
             non_host_network_rdma=config.non_host_network_rdma,
         )
     }
-    if config.enable_init_container_inject:
+    if config.enable_init_container_inject and config.enable_device_plugin:
         routes[smcr.PATH] = smcr.SmcrInjector(config.smc_init_image or DEFAULT_SMCR_INIT_IMAGE)
     return routes
 

@@ -99,13 +99,17 @@ class PluginServer:
         path = self._dir / self._next_name()
         server = grpc.aio.server()
         pb_grpc.add_DevicePluginServicer_to_server(self._servicer, server)
-        if server.add_insecure_port(f"unix://{path}") == 0:
-            raise OSError(f"cannot bind device-plugin socket {path}")
-        await server.start()
-        os.chmod(path, SOCKET_MODE)
-        if not _accepts_connections(path):
-            await server.stop(None)
-            raise OSError(f"device-plugin socket {path} does not accept connections")
+        try:
+            if server.add_insecure_port(f"unix://{path}") == 0:
+                raise OSError(f"cannot bind device-plugin socket {path}")
+            await server.start()
+            os.chmod(path, SOCKET_MODE)
+            if not _accepts_connections(path):
+                raise OSError(f"device-plugin socket {path} does not accept connections")
+        except BaseException:
+            await server.stop(None)  # never leave a half-started server behind
+            path.unlink(missing_ok=True)
+            raise
         self._server, self._path = server, path
         log.info("serving device plugin", extra={"socket": str(path)})
         return path

@@ -31,7 +31,7 @@ INSTALL_COMMAND_KEY = "driverInstallCommand"
 
 
 class DriverMode(enum.StrEnum):
-    """The three personalities users choose with `preferDriver` (seed S44)."""
+    """The three personalities users choose with `preferDriver`."""
 
     DEFAULT = "default"  # compat_mode=N: iWARP, rdma_cm, SMC-R
     COMPAT = "compat"  # compat_mode=Y: RoCE-like (GID table, OOB connection setup), SMC-R

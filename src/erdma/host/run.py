@@ -59,6 +59,8 @@ class Runner:
             )
         except FileNotFoundError as exc:
             return Result(tuple(argv), 127, "", f"{full[0]}: command not found ({exc})")
+        except OSError as exc:
+            return Result(tuple(argv), 126, "", f"{full[0]}: cannot execute ({exc})")
         try:
             out, err = await asyncio.wait_for(
                 proc.communicate(input_text.encode() if input_text is not None else None),
@@ -68,6 +70,10 @@ class Runner:
             proc.kill()
             await proc.wait()
             return Result(tuple(argv), 124, "", f"timed out after {self.timeout:g}s")
+        except asyncio.CancelledError:  # the agent is stopping: leave no orphan behind
+            proc.kill()
+            await proc.wait()
+            raise
         return Result(tuple(argv), proc.returncode or 0, out.decode(), err.decode())
 
 

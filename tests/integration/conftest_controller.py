@@ -1,0 +1,41 @@
+"""pytest plugin: the fixtures of the ``erdma controller`` end-to-end tests.
+
+Register it with ``pytest_plugins = ["tests.integration.conftest_kubeapi",
+"tests.integration.conftest_controller"]`` in a test module. ``emu`` is a fresh emulated ECS
+region per test; ``k8s`` is a client of the shared kube-testserver that deletes every Node and
+ERdmaDevice afterwards, so the next test starts from an empty cluster. The helpers live apart, in
+``controller_support``, because a module the tests import directly cannot also be a plugin
+whose asserts pytest rewrites.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from lightkube import AsyncClient, KubeConfig
+from lightkube.resources.core_v1 import Node
+
+from erdma.controller.kube import KubeApi
+from erdma.testing.ecs import EcsEmulator
+from erdma.testing.ecs.client import standard_world
+
+
+@pytest.fixture
+def emu():
+    with EcsEmulator(standard_world()).in_thread() as emulator:
+        yield emulator
+
+
+@pytest.fixture
+async def k8s(kube_api) -> AsyncIterator[AsyncClient]:
+    client = AsyncClient(KubeConfig.from_file(kube_api.kubeconfig))
+    yield client
+    kube = KubeApi(client)
+    async for node in client.list(Node):
+        assert node.metadata is not None and node.metadata.name is not None
+        await client.delete(Node, node.metadata.name)
+    for obj in await kube.list_devices():
+        await kube.drop_finalizer(obj)
+        await kube.delete_device(obj["metadata"]["name"])
+    await client.close()
