@@ -117,6 +117,11 @@ class ErdmaPlugin(ResourcePlugin):
     def devices(self) -> Sequence[PluginDevice]:
         return self._list
 
+    @property
+    def health(self) -> dict[str, tuple[bool, str]]:
+        """(healthy, reason) of each exposed device, as of the last update."""
+        return dict(self._health)
+
     def expose(self, exposure: Exposure) -> None:
         """Change which devices are exposed (Regular mode: once the ERIs are Ready)."""
         self.policy = replace(self.policy, exposure=exposure)

@@ -83,11 +83,13 @@ async def keep_preparing(
     initial_delay: float = 2.0,
     max_delay: float = 300.0,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    on_problem: Callable[[Problem], None] | None = None,
 ) -> PrepareResult:
     """Repeat `attempt` with doubling delays (capped) until the node is ready.
 
-    A problem is logged when it first appears or changes, not on every retry, so a node
-    waiting for its driver to be installed says so once and then waits quietly.
+    A problem is logged (and passed to `on_problem`) when it first appears or changes, not on
+    every retry, so a node waiting for its driver to be installed says so once and then waits
+    quietly.
     """
     delay = initial_delay
     last: Problem | None = None
@@ -108,5 +110,7 @@ async def keep_preparing(
                 result.mode, result.reason, problem, max_delay,
             )  # fmt: skip
             last = problem
+            if on_problem is not None:
+                on_problem(problem)
         await sleep(delay)
         delay = min(delay * 2, max_delay)

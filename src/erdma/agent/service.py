@@ -17,9 +17,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 
 from erdma.agent.config import AgentConfig
 from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy, PreStartHook
+from erdma.agent.events import NodeEvents
 from erdma.agent.exposure import Exposure, by_macs, parse_rules, select
 from erdma.agent.nccl import nccl_env
-from erdma.agent.prepare import keep_preparing, prepare
+from erdma.agent.prepare import Problem, keep_preparing, prepare
 from erdma.agent.regular import prepare_regular_mode
 from erdma.agent.shared import SharedPlugin, check_disjoint
 from erdma.agent.smcr import PodNetnsSteps, SmcrConfigurator, Sysctls
@@ -64,15 +65,18 @@ class Agent:
         *,
         registry: CollectorRegistry | None = None,
         timing: Timing | None = None,
+        runner: Runner | None = None,
     ) -> None:
         self.config = config
+        self.events = NodeEvents(config.node_name, config.kubeconfig or None)
+        self._health_seen: dict[str, bool] = {}
         self.registry = registry or CollectorRegistry()
         self.metrics = AgentMetrics(self.registry)
         self._cdi_spec: dict[str, object] | None = None
         self._overlap = ""
         self.exposure = self._exposure()
         self.snapshot = scan(config.host_root)
-        self.runner = Runner(host_namespace=config.host_namespace)
+        self.runner = runner or Runner(host_namespace=config.host_namespace)
         self.mode, self.mode_reason = choose_mode(config.prefer_driver, self.snapshot.gpus)
         log.info("driver mode chosen", extra={"mode": self.mode.value, "why": self.mode_reason})
         loaded = self.snapshot.modules.compat_mode
@@ -128,10 +132,22 @@ class Agent:
                           extra={"reason": str(exc)})  # fmt: skip
             self._overlap = str(exc)
         self.erdma.update(snapshot)
+        self._report_health_changes()
         for plugin in self.shared:
             plugin.update(snapshot)
         if self.config.device_list_strategy.uses_cdi:
             self._write_cdi_spec(snapshot)
+
+    def _report_health_changes(self) -> None:
+        """A Node Event when an exposed device turns Unhealthy or recovers."""
+        for name, (healthy, reason) in self.erdma.health.items():
+            before = self._health_seen.get(name)
+            if before is not None and before != healthy:
+                if healthy:
+                    self.events.emit("Normal", "ErdmaDeviceHealthy", f"{name}: {reason}")
+                else:
+                    self.events.emit("Warning", "ErdmaDeviceUnhealthy", f"{name}: {reason}")
+            self._health_seen[name] = healthy
 
     def _write_cdi_spec(self, snapshot: DeviceSnapshot) -> None:
         """Keep the node's CDI spec in step with the devices, so CDI names always resolve."""
@@ -201,14 +217,24 @@ class Agent:
     async def _prepare_node(self) -> None:
         """Load erdma in the chosen mode (retried with backoff while the driver is missing),
         then keep the host pnet table in step with the devices."""
-        await keep_preparing(
+
+        def problem_event(problem: Problem) -> None:
+            self.events.emit("Warning", "ErdmaDriverNotReady", str(problem))
+
+        result = await keep_preparing(
             lambda: prepare(
                 self.runner,
                 self.config.host_root,
                 self.mode.value,
                 self.config.driver_install_command or None,
                 self.snapshot.gpus,
-            )
+            ),
+            on_problem=problem_event,
+        )
+        self.events.emit(
+            "Normal",
+            "ErdmaDriverReady",
+            f"erdma loaded in mode {result.mode.value} ({result.reason})",
         )
         self._prepared = True
         await self._ensure_host_pnet()
@@ -287,7 +313,10 @@ class Agent:
             start_http_server(self.config.metrics_port, registry=self.registry)
             log.info("metrics served", extra={"port": self.config.metrics_port})
         async with self.manager:
-            tasks = [asyncio.create_task(self._rescan_forever())]
+            tasks = [
+                asyncio.create_task(self._rescan_forever()),
+                asyncio.create_task(self.events.post_forever()),
+            ]
             if self.config.prepare_node:
                 tasks.append(asyncio.create_task(self._prepare_node()))
             if "aliyun/erdma" in self.config.resources:

@@ -1,0 +1,69 @@
+"""Events on this node from the agent: driver readiness and device health.
+
+`kubectl describe node` is where people look first; the agent puts there what it already logs
+when a node cannot serve eRDMA (driver missing or busy, with the remedy) and when a device turns
+Unhealthy or recovers. Without API access (no node name, no in-cluster config) the agent says so
+once and carries on: Events are a courtesy, never a reason to stop serving kubelet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+
+from erdma.controller.events import EventRecorder, EventType
+from erdma.controller.kube import KubeApi, new_client
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "erdma-agent"
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    type: EventType
+    reason: str
+    message: str
+
+
+class NodeEvents:
+    """A queue of Events for one Node, posted in the background in order."""
+
+    def __init__(self, node_name: str, kubeconfig: str | None) -> None:
+        self.node_name = node_name
+        self.kubeconfig = kubeconfig
+        self._queue: asyncio.Queue[NodeEvent] = asyncio.Queue(maxsize=1000)
+        self._dropping = False
+
+    @property
+    def possible(self) -> bool:
+        in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        return bool(self.node_name) and (bool(self.kubeconfig) or in_cluster)
+
+    def emit(self, type_: EventType, reason: str, message: str) -> None:
+        """Queue an Event (from any code on the loop); dropped when the queue is full."""
+        if self._queue.full():
+            if not self._dropping:
+                log.warning("node Event queue full; dropping Events until it drains")
+            self._dropping = True
+            return
+        self._dropping = False
+        self._queue.put_nowait(NodeEvent(type_, reason, message))
+
+    async def post_forever(self) -> None:
+        if not self.possible:
+            log.info("node Events off: no node name or no API access (kubeconfig/in-cluster)")
+            return
+        client = new_client(self.kubeconfig)
+        try:
+            recorder = EventRecorder(client, component=COMPONENT)
+            node = await KubeApi(client).get_node(self.node_name) or {
+                "metadata": {"name": self.node_name}
+            }
+            while True:
+                event = await self._queue.get()
+                await recorder.record(node, event.type, event.reason, event.message)
+        finally:
+            await client.close()
