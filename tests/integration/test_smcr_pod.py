@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
 from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy
-from erdma.agent.smcr import SMCR_ANNOTATION, PodNetnsSteps, SmcrConfigurator, SmcrError, Sysctls
+from erdma.agent.smcr import SMCR_ANNOTATION, PodNetnsSteps, SmcrConfigurator, SmcrError
 from erdma.deviceplugin.manager import PluginManager
 from erdma.host.devices import scan
 from erdma.host.netlink.smc_diag import SmcSocket
@@ -30,6 +30,7 @@ from erdma.host.netlink.smc_pnet import PnetEntry
 from erdma.host.netns import netns_id
 from erdma.host.run import RecordingRunner
 from erdma.host.smc import CommandPnet, FallbackPnet, NetlinkPnet
+from erdma.host.sysctl import Sysctls
 from erdma.testing import fakehost
 from erdma.testing.cri import FakeCri, FakeSandbox
 from erdma.testing.podresources import (

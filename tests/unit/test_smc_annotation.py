@@ -7,13 +7,27 @@ from pathlib import Path
 import pytest
 
 from erdma.agent.smcr import (
-    CRI_SOCKETS,
     SMCR_ANNOTATION,
+    PodNetnsSteps,
     SmcrError,
-    Sysctls,
-    cri_socket,
     parse_smcr_annotation,
 )
+from erdma.host.cri import CRI_SOCKETS, CriSocketNotFound, cri_socket
+from erdma.host.netlink.smc_pnet import PnetEntry
+from erdma.host.sysctl import SysctlError, Sysctls
+
+
+class Table:
+    """An in-memory pnet table."""
+
+    def __init__(self) -> None:
+        self.rows: list[PnetEntry] = []
+
+    async def dump(self) -> list[PnetEntry]:
+        return list(self.rows)
+
+    async def add(self, entry: PnetEntry) -> None:
+        self.rows.append(entry)
 
 
 @pytest.mark.parametrize("value", ["1", "t", "T", "TRUE", "true", "True"])
@@ -46,8 +60,16 @@ def test_sysctl_overrides_apply_to_their_prefix_only(tmp_path):
 
 
 def test_sysctl_write_failure_names_key_value_and_path(tmp_path):
-    with pytest.raises(SmcrError, match=r"cannot set net.smc.tcp2smc=1 at .*sys/net/smc/tcp2smc"):
+    with pytest.raises(SysctlError, match=r"cannot set net.smc.tcp2smc=1 at .*sys/net/smc/tcp2smc"):
         Sysctls(tmp_path).write("net.smc.tcp2smc", "1")
+
+
+async def test_pod_steps_fail_as_smcr_errors_with_the_sysctl_message(tmp_path):
+    """A knob that cannot be written fails the container start, saying which knob and where."""
+    (tmp_path / "sys/net/smc/tcp2smc").mkdir(parents=True)
+    steps = PodNetnsSteps(Sysctls(tmp_path), pnet_for=lambda _ns: Table())
+    with pytest.raises(SmcrError, match=r"^cannot set net.smc.tcp2smc=1 at .*sys/net/smc/tcp2smc"):
+        await steps.apply(None, "00163E2F3775")
 
 
 def test_configured_cri_socket_wins(tmp_path):
@@ -62,25 +84,12 @@ def test_first_present_cri_socket_candidate_is_used(tmp_path):
 
 
 def test_no_cri_socket_lists_what_was_tried(tmp_path):
-    with pytest.raises(SmcrError, match=r"no CRI socket found.*containerd\.sock"):
+    with pytest.raises(CriSocketNotFound, match=r"no CRI socket found.*containerd\.sock"):
         cri_socket(None, tmp_path)
 
 
 async def test_kernel_without_ipv6_still_gets_smc_r(tmp_path):
     """A node booted with ipv6.disable=1 has no disable_ipv6 knob: nothing to turn off."""
-    from erdma.agent.smcr import PodNetnsSteps
-    from erdma.host.netlink.smc_pnet import PnetEntry
-
-    class Table:
-        def __init__(self) -> None:
-            self.rows: list[PnetEntry] = []
-
-        async def dump(self) -> list[PnetEntry]:
-            return list(self.rows)
-
-        async def add(self, entry: PnetEntry) -> None:
-            self.rows.append(entry)
-
     knob = tmp_path / "sys/net/smc/tcp2smc"
     knob.parent.mkdir(parents=True)
     knob.write_text("0")

@@ -23,7 +23,7 @@ from erdma.agent.nccl import nccl_env
 from erdma.agent.prepare import Problem, keep_preparing, prepare
 from erdma.agent.regular import prepare_regular_mode
 from erdma.agent.shared import SharedPlugin, check_disjoint
-from erdma.agent.smcr import PodNetnsSteps, SmcrConfigurator, Sysctls
+from erdma.agent.smcr import PodNetnsSteps, SmcrConfigurator
 from erdma.aio import retry_until_done
 from erdma.cdi import NoDevicesError, build_spec, write_spec
 from erdma.controller.kube import KubeApi, new_client
@@ -36,6 +36,7 @@ from erdma.host.metadata import MetadataClient
 from erdma.host.model import DeviceSnapshot, RdmaDevice
 from erdma.host.run import Runner
 from erdma.host.smc import PnetError, SmcUnavailable, default_backend, ensure_host_pnet
+from erdma.host.sysctl import Sysctls
 
 log = logging.getLogger(__name__)
 

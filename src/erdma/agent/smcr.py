@@ -11,11 +11,10 @@ init container running `erdma smcr-init` in the pod (`PodNetnsSteps.apply(None, 
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -24,6 +23,7 @@ from erdma.api.cri.runtime.v1 import api_pb2 as cri_pb
 from erdma.api.cri.runtime.v1 import api_pb2_grpc as cri_grpc
 from erdma.api.podresources.v1 import api_pb2 as pr_pb
 from erdma.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from erdma.host.cri import CriSocketNotFound, cri_socket
 from erdma.host.netlink.smc_pnet import PnetEntry
 from erdma.host.netns import in_netns
 from erdma.host.smc import (
@@ -34,6 +34,7 @@ from erdma.host.smc import (
     ensure_entries,
     normalize_pnetid,
 )
+from erdma.host.sysctl import SysctlError, Sysctls
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +47,6 @@ DISABLE_IPV6 = "net.ipv6.conf.all.disable_ipv6"
 UNSUPPORTED = (
     "SMC-R is not supported on this kernel "
     "(net.smc.tcp2smc unavailable, e.g. removed on Alibaba Cloud Linux 4)"
-)
-#: CRI sockets tried in order when none is configured (dockershim is gone since Kubernetes 1.24)
-CRI_SOCKETS = (
-    "/run/containerd/containerd.sock",
-    "/run/k3s/containerd/containerd.sock",
-    "/var/run/cri-dockerd.sock",
-    "/var/run/crio/crio.sock",
 )
 
 
@@ -72,35 +66,6 @@ def parse_smcr_annotation(value: str | None) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class Sysctls:
-    """/proc/sys of the calling thread's network namespace, under an injectable proc root.
-
-    `overrides` maps a key prefix (e.g. "net.smc") to another proc root, for trees the running
-    kernel lacks.
-    """
-
-    proc_root: Path = Path("/proc")
-    overrides: Mapping[str, Path] = field(default_factory=dict)
-
-    def path(self, key: str) -> Path:
-        root = next(
-            (r for p, r in self.overrides.items() if key == p or key.startswith(p + ".")),
-            self.proc_root,
-        )
-        return root / "sys" / key.replace(".", "/")
-
-    def write(self, key: str, value: str) -> None:
-        path = self.path(key)
-        try:
-            path.write_text(value)
-        except OSError as exc:
-            hint = (
-                " (/proc/sys is read-only here: run privileged)" if exc.errno == errno.EROFS else ""
-            )
-            raise SmcrError(f"cannot set {key}={value} at {path}: {exc.strerror}{hint}") from exc
-
-
 @dataclass
 class PodNetnsSteps:
     """The SMC-R steps inside one network namespace; both paths run exactly these."""
@@ -111,18 +76,20 @@ class PodNetnsSteps:
     interface: str = "eth0"
 
     def _set_sysctls(self) -> None:
-        knob = self.sysctls.path(TCP2SMC)
-        if not knob.parent.is_dir():
+        if not self.sysctls.table_exists(TCP2SMC):
             raise SmcrError(
-                f"SMC is not loaded on this node ({knob.parent} is absent): "
+                f"SMC is not loaded on this node ({self.sysctls.path(TCP2SMC).parent} is absent): "
                 "the agent loads it with `modprobe smc` in the default and compat driver modes"
             )
-        if not knob.exists():
+        if not self.sysctls.exists(TCP2SMC):
             raise SmcrError(UNSUPPORTED)
-        self.sysctls.write(TCP2SMC, "1")
-        # a kernel booted with ipv6.disable=1 has no knob: IPv6 is off already
-        if self.disable_ipv6 and self.sysctls.path(DISABLE_IPV6).exists():
-            self.sysctls.write(DISABLE_IPV6, "1")
+        try:
+            self.sysctls.write(TCP2SMC, "1")
+            # a kernel booted with ipv6.disable=1 has no knob: IPv6 is off already
+            if self.disable_ipv6 and self.sysctls.exists(DISABLE_IPV6):
+                self.sysctls.write(DISABLE_IPV6, "1")
+        except SysctlError as exc:
+            raise SmcrError(str(exc)) from exc
 
     async def apply(self, netns: str | None, pnetid: str) -> PnetReport:
         """Configure the namespace at `netns` (None: the caller's own) for PNETID `pnetid`."""
@@ -165,17 +132,6 @@ async def find_pod(socket: Path, device_id: str, resource: str = RESOURCE_NAME) 
                 if devices.resource_name == resource and device_id in devices.device_ids:
                     return pod.namespace, pod.name
     raise SmcrError(f"no pod holds {resource} device {device_id!r} according to {socket}")
-
-
-def cri_socket(configured: str | None, root: Path = Path("/")) -> Path:
-    """The configured CRI socket, else the first of CRI_SOCKETS present under `root`."""
-    if configured:
-        return Path(configured)
-    for candidate in CRI_SOCKETS:
-        path = root / candidate.lstrip("/")
-        if path.exists():
-            return path
-    raise SmcrError(f"no CRI socket found under {root}: tried {', '.join(CRI_SOCKETS)}")
 
 
 def _netns_from_info(info: Mapping[str, str]) -> tuple[str | None, dict[str, str]]:
@@ -258,9 +214,11 @@ class SmcrConfigurator:
             self.pod_resources_socket, device_ids[0], self.resource_name
         )
         pod = f"{namespace}/{name}"
-        sandbox = await find_sandbox(
-            cri_socket(self.runtime_socket, self.host_root), namespace, name
-        )
+        try:
+            runtime = cri_socket(self.runtime_socket, self.host_root)
+        except CriSocketNotFound as exc:
+            raise SmcrError(str(exc)) from exc
+        sandbox = await find_sandbox(runtime, namespace, name)
         if sandbox.host_network:
             return f"pod {pod}: hostNetwork, SMC-R is not configured by the agent"
         wanted = parse_smcr_annotation(sandbox.annotations.get(SMCR_ANNOTATION))

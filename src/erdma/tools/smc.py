@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from erdma.agent.smcr import SMCR_ANNOTATION, TCP2SMC, Sysctls
+from erdma.agent.smcr import SMCR_ANNOTATION, TCP2SMC
 from erdma.host.netlink import core
 from erdma.host.netlink.smc_diag import (
     MODE_FALLBACK_TCP,
@@ -24,6 +24,7 @@ from erdma.host.netlink.smc_diag import (
 )
 from erdma.host.netns import NetnsError, run_in_netns
 from erdma.host.run import Runner
+from erdma.host.sysctl import Sysctls
 
 HIDDEN_STATES = ("LISTEN", "INIT")
 HINTS = {
@@ -123,10 +124,11 @@ def summarize(sockets: Sequence[SmcSocket], tcp2smc: str | None) -> str:
 
 def _tcp2smc(netns: str | None, proc_root: Path) -> str | None:
     """The namespace's tcp2smc value, "unavailable" without the knob, None if unreadable."""
-    path = Sysctls(proc_root).path(TCP2SMC)
+    sysctls = Sysctls(proc_root)
 
     def read() -> str:
-        return path.read_text().strip() if path.exists() else "unavailable"
+        value = sysctls.read(TCP2SMC)
+        return "unavailable" if value is None else value
 
     try:
         return run_in_netns(netns, read)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import click
 
-from erdma.agent.smcr import PodNetnsSteps, SmcrError, Sysctls
+from erdma.agent.smcr import PodNetnsSteps, SmcrError
 from erdma.host.smc import CommandPnet, FallbackPnet, NetlinkPnet, PnetBackend
+from erdma.host.sysctl import Sysctls
 from erdma.tools.smc import access
 
 
