@@ -60,6 +60,7 @@ class ControllerConfig(BaseModel):
     ecs_rate_limit: float = Field(10.0, gt=0, alias="ecsRateLimit")
     ecs_burst: float = Field(10.0, ge=1, alias="ecsBurst")
     ecs_timeout_seconds: float = Field(10.0, gt=0, alias="ecsTimeoutSeconds")
+    webhook_cert_check_seconds: float = Field(43200.0, gt=0, alias="webhookCertCheckSeconds")
 
     @field_validator("node_selector")
     @classmethod

@@ -7,7 +7,8 @@ AlreadyExists reads and uses the winner's. A certificate that expires within the
 lacks one of the service DNS names or does not match its key or CA is replaced, guarded by
 ``resourceVersion`` so that two replicas rotating at once also end with one certificate. The
 replaced CA stays in ``ca.crt`` (and so in ``caBundle``) while it is valid: a replica still
-serving the old certificate keeps being trusted until it restarts.
+serving the old certificate keeps being trusted until it picks up the new one
+(``refresh_webhook_certs``, run periodically by ``erdma.controller.webhooks``).
 
 The certificates themselves are made and checked in ``erdma.controller.certs``.
 """
@@ -86,7 +87,8 @@ class WebhookCertSettings:
 
 @dataclass(frozen=True)
 class CertResult:
-    """What ``setup_webhook_certs`` did; ``outcome`` is one of the OUTCOME_* strings."""
+    """What ``setup_webhook_certs`` or ``refresh_webhook_certs`` did; ``outcome`` is one of the
+    OUTCOME_* strings."""
 
     bundle: CertBundle
     outcome: str
@@ -99,6 +101,7 @@ OUTCOME_CREATED = "created"
 OUTCOME_REUSED = "reused"
 OUTCOME_ROTATED = "rotated"
 OUTCOME_LOST_RACE = "created by another replica"
+OUTCOME_CHANGED = "changed by another replica"
 
 
 async def ensure_secret(
@@ -156,11 +159,16 @@ def write_files(bundle: CertBundle, cert_dir: Path) -> dict[str, Path]:
         for key, data in contents.items():
             fd, tmp = tempfile.mkstemp(dir=cert_dir, prefix=f".{key}.")
             try:
-                os.fchmod(fd, modes[key])
-                os.write(fd, data)
-            finally:
-                os.close(fd)
-            os.replace(tmp, cert_dir / key)
+                try:
+                    os.fchmod(fd, modes[key])
+                    os.write(fd, data)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, cert_dir / key)
+            except OSError:
+                with contextlib.suppress(OSError):  # a periodic retry must not pile these up
+                    os.unlink(tmp)
+                raise
             written[key] = cert_dir / key
     except OSError as exc:
         raise WebhookCertError(
@@ -242,6 +250,33 @@ async def _patch_one(client: AsyncClient, kind: Any, name: str, wanted: str) -> 
     return status(CA_PATCHED, f"{len(ops) // 2} webhook(s)")
 
 
+class CaBundleKeeper:
+    """caBundle checks that remember earlier rounds: only changes are logged, and a kind the API
+    server does not serve is no longer asked for. ``first`` is the startup result
+    (``CertResult.ca_bundle``), so its states are not logged twice."""
+
+    def __init__(
+        self, client: AsyncClient, name: str, first: Sequence[CaBundleStatus] = ()
+    ) -> None:
+        self.client, self.name = client, name
+        self.last = {one.kind: one.state for one in first}
+        self.kinds = [k for k in WEBHOOK_KINDS if self.last.get(k.__name__) != CA_NOT_SERVED]
+
+    async def check(self, ca_crt: bytes) -> None:
+        """Set ``caBundle`` to ``ca_crt`` wherever it differs; failures are logged, not raised."""
+        wanted = base64.b64encode(ca_crt).decode()
+        for kind in list(self.kinds):
+            try:
+                got = await _patch_one(self.client, kind, self.name, wanted)
+            except httpx.HTTPError as exc:
+                got = CaBundleStatus(kind.__name__, self.name, CA_FAILED, str(exc))
+            if got.state == CA_NOT_SERVED:
+                self.kinds.remove(kind)
+            if self.last.get(got.kind) != got.state or got.state == CA_PATCHED:
+                log.log(logging.INFO if got.ok else logging.WARNING, "%s", got)
+            self.last[got.kind] = got.state
+
+
 async def maintain_ca_bundles(
     client: AsyncClient,
     name: str,
@@ -251,35 +286,62 @@ async def maintain_ca_bundles(
     first: Sequence[CaBundleStatus] = (),
 ) -> None:
     """Re-check the caBundles every ``interval`` seconds until ``stop``, so that a configuration
-    created (or re-applied without caBundle) after startup gets it too.
-
-    ``first`` is the startup result (``CertResult.ca_bundle``): its states are not logged again.
-    Only changes are logged; a kind the API server does not serve is no longer asked for.
-    """
+    created (or re-applied without caBundle) after startup gets it too; returns once no kind is
+    served. This keeps one fixed ``ca_crt``; the controller runs
+    ``erdma.controller.webhooks.maintain_webhooks`` instead, which also follows the Secret."""
     stop = stop or asyncio.Event()
-    wanted = base64.b64encode(ca_crt).decode()
-    last = {one.kind: one.state for one in first}
-    kinds = [k for k in WEBHOOK_KINDS if last.get(k.__name__) != CA_NOT_SERVED]
-    while kinds:
+    keeper = CaBundleKeeper(client, name, first)
+    while keeper.kinds:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), interval)
         if stop.is_set():
             return
-        for kind in list(kinds):
-            try:
-                got = await _patch_one(client, kind, name, wanted)
-            except httpx.HTTPError as exc:
-                got = CaBundleStatus(kind.__name__, name, CA_FAILED, str(exc))
-            if got.state == CA_NOT_SERVED:
-                kinds.remove(kind)
-            if last.get(got.kind) != got.state or got.state == CA_PATCHED:
-                log.log(logging.INFO if got.ok else logging.WARNING, "%s", got)
-            last[got.kind] = got.state
+        await keeper.check(ca_crt)
 
 
 async def setup_webhook_certs(client: AsyncClient, settings: WebhookCertSettings) -> CertResult:
     """Secret, files, caBundle: everything needed before the webhook server starts."""
-    bundle, outcome, reason = await ensure_secret(client, settings)
+    result = await _install(settings, *await ensure_secret(client, settings))
+    statuses = await patch_ca_bundles(client, settings.name, result.bundle.ca_crt)
+    for one in statuses:
+        log.log(logging.INFO if one.ok else logging.WARNING, "%s", one)
+    return CertResult(result.bundle, result.outcome, result.reason, result.files, statuses)
+
+
+async def refresh_webhook_certs(
+    client: AsyncClient, settings: WebhookCertSettings, served: CertBundle, rotate: bool
+) -> CertResult | None:
+    """One maintenance round: None while the Secret holds ``served``, else the files in certDir
+    rewritten with the Secret's bundle (the caller reloads the server and the caBundle).
+
+    With ``rotate`` this is the startup step (``ensure_secret``: rotated when due, re-created
+    when deleted). Without it the Secret is only read, so that a replica picks up a peer's
+    rotation soon and cheaply; a bundle that could not serve is then left for the next
+    rotating round instead of being served.
+    """
+    if rotate:
+        bundle, outcome, reason = await ensure_secret(client, settings)
+    else:
+        name, ns = settings.secret_name, settings.namespace
+        try:
+            secret = await client.get(Secret, name, namespace=ns)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return None
+            raise WebhookCertError(f"cannot read Secret {ns}/{name}: {exc}") from exc
+        bundle, outcome, reason = CertBundle.from_secret_data(secret.data), OUTCOME_CHANGED, ""
+        if problem(bundle, settings.dns_names(), settings.renew_before) is not None:
+            return None
+    if bundle == served:
+        return None
+    if outcome in (OUTCOME_REUSED, OUTCOME_LOST_RACE):
+        outcome = OUTCOME_CHANGED
+    return await _install(settings, bundle, outcome, reason)
+
+
+async def _install(
+    settings: WebhookCertSettings, bundle: CertBundle, outcome: str, reason: str
+) -> CertResult:
     files = await asyncio.to_thread(write_files, bundle, settings.cert_dir)
     expires = bundle.certificate().not_valid_after_utc
     log.info(
@@ -291,7 +353,4 @@ async def setup_webhook_certs(client: AsyncClient, settings: WebhookCertSettings
         f"{expires:%Y-%m-%d}",
         settings.cert_dir,
     )
-    statuses = await patch_ca_bundles(client, settings.name, bundle.ca_crt)
-    for one in statuses:
-        log.log(logging.INFO if one.ok else logging.WARNING, "%s", one)
-    return CertResult(bundle, outcome, reason, files, statuses)
+    return CertResult(bundle, outcome, reason, files)

@@ -2,12 +2,15 @@
 
 `/validate-rdma-hca` keeps `rdma/hca` to hostNetwork pods unless non-hostNetwork RDMA is on;
 `/mutate-pods-smcr` injects the SMC-R init container when enabled. Certificates come from the
-shared Secret, and the caBundle of the webhook configurations is kept in step.
+shared Secret; one background loop keeps the served certificate and the caBundle of the webhook
+configurations in step with it for as long as the controller runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from pathlib import Path
 
 from lightkube import AsyncClient
@@ -15,8 +18,11 @@ from lightkube import AsyncClient
 from erdma import __version__
 from erdma.controller.config import ControllerConfig
 from erdma.controller.webhook_certs import (
+    CaBundleKeeper,
+    CertResult,
+    WebhookCertError,
     WebhookCertSettings,
-    maintain_ca_bundles,
+    refresh_webhook_certs,
     setup_webhook_certs,
 )
 from erdma.webhook import hostnetwork, smcr
@@ -24,6 +30,10 @@ from erdma.webhook.review import Handler
 from erdma.webhook.server import WebhookServer, start_webhook
 
 DEFAULT_SMCR_INIT_IMAGE = f"erdma-k8s/erdma:{__version__}"
+#: how often the Secret is read (a peer's rotation picked up) and the caBundle re-checked
+FOLLOW_INTERVAL = 60.0
+
+log = logging.getLogger(__name__)
 
 
 def webhook_routes(config: ControllerConfig) -> dict[str, Handler]:
@@ -41,16 +51,14 @@ def webhook_routes(config: ControllerConfig) -> dict[str, Handler]:
 async def start_webhooks(
     config: ControllerConfig, client: AsyncClient
 ) -> tuple[WebhookServer, asyncio.Task[None]]:
-    """Serve the webhooks; returns the server and the task that keeps caBundles current."""
-    certs = await setup_webhook_certs(
-        client,
-        WebhookCertSettings(
-            name=config.controller_name,
-            namespace=config.controller_namespace,
-            cert_dir=Path(config.cert_dir),
-            cluster_domain=config.cluster_domain,
-        ),
+    """Serve the webhooks; returns the server and the task that keeps its certificate current."""
+    settings = WebhookCertSettings(
+        name=config.controller_name,
+        namespace=config.controller_namespace,
+        cert_dir=Path(config.cert_dir),
+        cluster_domain=config.cluster_domain,
     )
+    certs = await setup_webhook_certs(client, settings)
     server = await start_webhook(
         webhook_routes(config),
         certs.files["tls.crt"],
@@ -58,8 +66,54 @@ async def start_webhooks(
         port=config.webhook_port,
     )
     keeper = asyncio.create_task(
-        maintain_ca_bundles(
-            client, config.controller_name, certs.bundle.ca_crt, first=certs.ca_bundle
-        )
+        maintain_webhooks(client, settings, server, certs, config.webhook_cert_check_seconds)
     )
     return server, keeper
+
+
+async def maintain_webhooks(
+    client: AsyncClient,
+    settings: WebhookCertSettings,
+    server: WebhookServer,
+    first: CertResult,
+    check_interval: float,
+    follow_interval: float = FOLLOW_INTERVAL,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Keep ``server``'s certificate and the caBundle in step with the Secret until ``stop``.
+
+    Every ``check_interval`` the startup step runs again, so the Secret is rotated when due (or
+    re-created when deleted). Every ``follow_interval`` the Secret is only read, so a peer's
+    rotation is served here within that time. Both are one loop because the caBundle must
+    follow the served CA: a replica patching in a CA its peer has replaced would turn the API
+    server away from the peer's new certificate at every check. A failed round is logged and
+    retried at the next one.
+    """
+    stop = stop or asyncio.Event()
+    clock = asyncio.get_running_loop().time
+    served = first.bundle
+    ca_bundles = CaBundleKeeper(client, settings.name, first.ca_bundle)
+    next_check = clock() + check_interval
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                stop.wait(), max(0.0, min(follow_interval, next_check - clock()))
+            )
+        if stop.is_set():
+            return
+        rotate = clock() >= next_check
+        if rotate:
+            next_check = clock() + check_interval
+        try:
+            changed = await refresh_webhook_certs(client, settings, served, rotate)
+            if changed is not None:
+                server.reload_certificate()
+                served = changed.bundle
+        except (WebhookCertError, ValueError) as exc:
+            log.warning("webhook certificate not refreshed, retrying: %s", exc)
+        except Exception:
+            log.exception("webhook certificate not refreshed, retrying")
+        try:
+            await ca_bundles.check(served.ca_crt)
+        except Exception:
+            log.exception("caBundle check failed, retrying")

@@ -53,13 +53,17 @@ def make_app(routes: Mapping[str, Handler]) -> web.Application:
 def tls_context(certfile: Path, keyfile: Path) -> ssl.SSLContext:
     """A server TLS context; a missing or mismatched file is named in the error."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    _load(context, certfile, keyfile)
+    return context
+
+
+def _load(context: ssl.SSLContext, certfile: Path, keyfile: Path) -> None:
     try:
         context.load_cert_chain(certfile, keyfile)
     except (OSError, ssl.SSLError) as exc:
         raise ValueError(
             f"cannot load TLS certificate {certfile} with key {keyfile}: {exc}"
         ) from exc
-    return context
 
 
 @dataclass
@@ -68,6 +72,22 @@ class WebhookServer:
 
     runner: web.AppRunner
     port: int
+    context: ssl.SSLContext
+    certfile: Path
+    keyfile: Path
+
+    def reload_certificate(self) -> None:
+        """Serve the certificate files as they are now, without a restart.
+
+        The listening socket keeps this one context and each new connection copies the
+        certificate from it, so loading into it switches new handshakes over while open
+        connections finish with the old one. The pair is first loaded into a scratch context:
+        a broken pair raises ValueError and leaves the served certificate as it was, where a
+        failed load into the live context could leave it with a certificate and a key that do
+        not belong together.
+        """
+        tls_context(self.certfile, self.keyfile)
+        _load(self.context, self.certfile, self.keyfile)
 
     async def stop(self) -> None:
         await self.runner.cleanup()
@@ -80,7 +100,7 @@ async def start_webhook(
     host: str = "0.0.0.0",
     port: int = 9443,
 ) -> WebhookServer:
-    """Serve `routes` over HTTPS until `stop()`."""
+    """Serve `routes` over HTTPS until `stop()`; `reload_certificate()` picks up new files."""
     context = tls_context(certfile, keyfile)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.create_server((host, port), family=family)
@@ -89,4 +109,4 @@ async def start_webhook(
     await web.SockSite(runner, sock, ssl_context=context).start()
     bound = sock.getsockname()[1]
     log.info("webhook serving %s on %s:%d", ", ".join(routes), host, bound)
-    return WebhookServer(runner, bound)
+    return WebhookServer(runner, bound, context, certfile, keyfile)
