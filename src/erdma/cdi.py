@@ -67,20 +67,6 @@ class DeviceListStrategy(enum.Enum):
         return self is not DeviceListStrategy.DEVICE_SPECS
 
 
-def parse_device_list_strategy(
-    value: str, key: str = "--device-list-strategy"
-) -> DeviceListStrategy:
-    """The strategy named by `value`; a ValueError names the key, the value and the choices."""
-    try:
-        return DeviceListStrategy(value.strip())
-    except ValueError:
-        accepted = ", ".join(s.value for s in DeviceListStrategy)
-        raise ValueError(
-            f"invalid {key} {value!r}: accepted values are {accepted} "
-            f"(default {DeviceListStrategy.DEVICE_SPECS.value})"
-        ) from None
-
-
 def qualified_name(device: RdmaDevice | str) -> str:
     """`aliyun.com/erdma=erdma_0`: the name a runtime or `docker run --device` resolves."""
     name = device if isinstance(device, str) else device.name

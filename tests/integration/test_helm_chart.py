@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import celpy
-import helm_python
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
@@ -437,103 +436,6 @@ def test_shared_daemonset_is_named_for_ack_and_needs_no_capability(
     assert pod["hostNetwork"] is False
     ipv6 = rendered["local-default-shared-ipv6"].get("DaemonSet", SHARED)["spec"]["template"]
     assert ipv6["spec"]["hostNetwork"] is True
-
-
-def test_names_follow_overrides() -> None:
-    out = render(merge(ACCESS_KEY, {"fullnameOverride": "rdma"}))
-    assert out.find("DaemonSet", "rdma-agent") and out.find("Deployment", "rdma-controller")
-    config = parse_config(json.loads(out.config_file("rdma-controller", "config.json")))
-    assert config.controller_name == "rdma-controller"
-
-
-# ---- bad values -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("values", "expected"),
-    [
-        ({"agent": {"preferDriver": "mlx"}}, ["/agent/preferDriver", "default", "compat", "ofed"]),
-        (
-            {"agent": {"exposedLocalERIs": ["i-* erdma_0", "erdma_1"]}},
-            ["/agent/exposedLocalERIs/1"],
-        ),
-        ({"agent": {"slotsPerDevice": -1}}, ["/agent/slotsPerDevice", "minimum"]),
-        ({"credentials": {"type": "ram_role_sts"}}, ["/credentials/type", "oidc_role_arn"]),
-        ({"agent": {"deviceListStrategy": "cdi"}}, ["/agent/deviceListStrategy"]),
-        ({"webhookFailurePolicy": "Never"}, ["/webhookFailurePolicy", "Ignore", "Fail"]),
-        ({"webhookTimeoutSeconds": 31}, ["/webhookTimeoutSeconds"]),
-        ({"agent": {"preferedDriver": "ofed"}}, ["/agent", "preferedDriver"]),
-        ({"agent": {"jumboFrameMTU": 9001}}, ["/agent/jumboFrameMTU", "maximum"]),
-        (
-            {"sharedRdma": {"selectors": {"vendors": ["mellanox"]}}},
-            ["/sharedRdma/selectors/vendors/0"],
-        ),
-    ],
-    ids=lambda v: json.dumps(v) if isinstance(v, dict) else None,
-)
-def test_bad_values_are_rejected_naming_the_key(
-    values: dict[str, Any], expected: list[str]
-) -> None:
-    with pytest.raises(helm_python.HelmValuesError) as err:
-        render(merge(ACCESS_KEY, values))
-    for text in expected:
-        assert text in str(err.value)
-
-
-@pytest.mark.parametrize(
-    ("values", "expected"),
-    [
-        ({"credentials": {"type": ""}}, ["credentials.accessKeyID", "credentials.accessKeySecret"]),
-        (
-            {"credentials": {"type": "access_key", "accessKeyID": "ak"}},
-            ["credentials.accessKeySecret"],
-        ),
-        (
-            merge(ACCESS_KEY, {"config": {"localERIDiscovery": True, "enableWebhook": True}}),
-            ["config.enableWebhook", "config.localERIDiscovery"],
-        ),
-        ({"credentials": {"type": "oidc_role_arn"}}, ["credentials.roleName"]),
-        (
-            merge(ACCESS_KEY, {"agent": {"runtimeSocket": "/run/crio/crio.sock"}}),
-            ["agent.runtimeSocket", "agent.criSocketDir"],
-        ),
-        (
-            merge(
-                ACCESS_KEY,
-                {
-                    "metrics": {"serviceMonitor": {"enabled": True}},
-                    "agent": {"metrics": {"port": 0}},
-                },
-            ),
-            ["agent.metrics.port"],
-        ),
-    ],
-)
-def test_inconsistent_values_fail_with_the_fix(values: dict[str, Any], expected: list[str]) -> None:
-    with pytest.raises(helm_python.HelmRenderError) as err:
-        render(values)
-    for text in expected:
-        assert text in str(err.value)
-
-
-def test_reference_values_file_still_installs() -> None:
-    """A values file written for the reference chart (its default keys) renders."""
-    reference = {
-        "controller": {"replicaCount": 2, "nameOverride": "", "fullnameOverride": "",
-                       "image": {"pullPolicy": "Always", "tag": "latest"}},
-        "agent": {"preferDriver": "", "allocateAllDevices": False, "jumboFrameMTU": 8500,
-                  "exposedLocalERIs": [], "nameOverride": "", "fullnameOverride": ""},
-        "serviceAccount": {"create": True, "annotations": {}, "name": ""},
-        "podAnnotations": {}, "nodeSelector": {}, "tolerations": [{"operator": "Exists"}],
-        "affinity": {}, "webhookFailurePolicy": "Ignore", "webhookTimeoutSeconds": 10,
-        "config": {"region": "", "manageNonOwnedENIs": True, "clusterDomain": "cluster.local",
-                   "enableDevicePlugin": True, "enableWebhook": False,
-                   "enableInitContainerInject": True, "smcInitImage": "",
-                   "localERIDiscovery": False},
-        "credentials": {"type": "access_key", "accessKeyID": "ak", "accessKeySecret": "sk"},
-    }  # fmt: skip
-    out = render(reference)
-    assert out.get("Deployment", CONTROLLER) and out.get("DaemonSet", AGENT)
 
 
 # ---- a real API server ------------------------------------------------------------------------

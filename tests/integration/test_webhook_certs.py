@@ -10,9 +10,9 @@ import json
 import ssl
 import stat
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TypeVar
 
 import aiohttp
 import pytest
@@ -29,12 +29,15 @@ from lightkube.resources.core_v1 import Namespace, Secret
 
 from erdma.controller import certs
 from erdma.controller import webhook_certs as wc
-from erdma.testing.kubeapi import KubeApiServer, KubeApiUnavailable, install_crd
 from erdma.webhook import hostnetwork
 from erdma.webhook.hostnetwork import HostNetworkRdmaValidator
 from erdma.webhook.server import start_webhook
+from tests.integration.webhook_config_support import webhook_config
 
-pytest_plugins = ["tests.integration.conftest_kubeapi"]
+pytest_plugins = [
+    "tests.integration.conftest_kubeapi",
+    "tests.integration.webhook_config_support",
+]
 
 NS = "kube-system"
 W = TypeVar("W", MutatingWebhookConfiguration, ValidatingWebhookConfiguration)
@@ -256,13 +259,8 @@ async def test_ca_bundle_patch_reports_kind_not_served(k8s, settings, caplog):
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings == [str(s) for s in result.ca_bundle]
     assert (settings.cert_dir / "tls.crt").is_file()  # the files are there to serve
-    # nothing left to maintain: returns at once instead of polling a kind that is not there
-    await asyncio.wait_for(
-        wc.maintain_ca_bundles(
-            k8s, settings.name, result.bundle.ca_crt, interval=0.05, first=result.ca_bundle
-        ),
-        timeout=5,
-    )
+    # later rounds stop asking for a kind the server does not serve
+    assert wc.CaBundleKeeper(k8s, settings.name, result.ca_bundle).kinds == []
 
 
 async def test_unwritable_cert_dir_is_named(k8s, settings, tmp_path):
@@ -282,72 +280,6 @@ async def test_api_refusal_is_named(k8s, settings):
 
 
 # --- caBundle patching where the kinds exist -------------------------------------------------
-# kube-testserver does not serve admissionregistration.k8s.io. A second server gets CRDs of the
-# same group, kind and plural, so the real GET / JSON-patch / 404 paths run through a real
-# API server; the built-in schema is not enforced, which these tests do not rely on.
-
-STAND_IN_CRD = """
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: {plural}.admissionregistration.k8s.io
-  annotations:
-    api-approved.kubernetes.io: "unapproved, test stand-in for the built-in kind"
-spec:
-  group: admissionregistration.k8s.io
-  scope: Cluster
-  names: {{plural: {plural}, singular: {singular}, kind: {kind}, listKind: {kind}List}}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
-"""
-
-
-@pytest.fixture(scope="module")
-def webhook_api(tmp_path_factory) -> Iterator[KubeApiServer]:
-    try:
-        server = KubeApiServer.start()
-    except KubeApiUnavailable as exc:
-        pytest.skip(f"real Kubernetes API server unavailable: {exc}")
-    folder = tmp_path_factory.mktemp("crds")
-    with server:
-        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-            plural = kind.lower() + "s"
-            manifest = folder / f"{plural}.yaml"
-            manifest.write_text(
-                STAND_IN_CRD.format(plural=plural, singular=kind.lower(), kind=kind)
-            )
-            asyncio.run(install_crd(server.kubeconfig, manifest))
-        yield server
-
-
-def webhook_config(kind: type[W], name: str, hooks: list[tuple[str, str | None]]) -> W:
-    """A webhook configuration whose hooks have these caBundles (None: no caBundle key)."""
-    webhooks = []
-    for hook, ca in hooks:
-        client_config: dict[str, Any] = {"service": {"name": name, "namespace": NS, "path": "/x"}}
-        if ca is not None:
-            client_config["caBundle"] = ca
-        webhooks.append(
-            {
-                "name": hook,
-                "clientConfig": client_config,
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-            }
-        )
-    obj = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": kind.__name__,
-        "metadata": {"name": name},
-        "webhooks": webhooks,
-    }
-    return cast(W, kind.from_dict(obj))
-
-
 async def test_ca_bundle_set_where_it_differs_and_left_alone_after(webhook_api, settings):
     client = AsyncClient(KubeConfig.from_file(webhook_api.kubeconfig))
     try:
@@ -382,15 +314,10 @@ async def test_ca_bundle_set_where_it_differs_and_left_alone_after(webhook_api, 
 async def test_configuration_created_later_gets_the_ca_bundle(webhook_api, settings, caplog):
     caplog.set_level("INFO", logger=wc.__name__)
     client = AsyncClient(KubeConfig.from_file(webhook_api.kubeconfig))
-    stop = asyncio.Event()
     try:
         result = await wc.setup_webhook_certs(client, settings)
         assert {s.state for s in result.ca_bundle} == {wc.CA_NOT_FOUND}
-        keeper = asyncio.create_task(
-            wc.maintain_ca_bundles(
-                client, settings.name, result.bundle.ca_crt, 0.1, stop, result.ca_bundle
-            )
-        )
+        keeper = wc.CaBundleKeeper(client, settings.name, result.ca_bundle)
         await client.create(
             webhook_config(
                 ValidatingWebhookConfiguration,
@@ -398,18 +325,12 @@ async def test_configuration_created_later_gets_the_ca_bundle(webhook_api, setti
                 [("rdma-hca.erdma.alibabacloud.com", "")],
             )
         )
+        await keeper.check(result.bundle.ca_crt)  # the next maintenance round
+        await keeper.check(result.bundle.ca_crt)  # and one more: nothing left to change
         wanted = base64.b64encode(result.bundle.ca_crt).decode()
-        for _ in range(100):
-            got = await client.get(ValidatingWebhookConfiguration, settings.name)
-            if got.webhooks and got.webhooks[0].clientConfig.caBundle == wanted:
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("caBundle was not set on the configuration created later")
-        stop.set()
-        await asyncio.wait_for(keeper, 5)
+        got = await client.get(ValidatingWebhookConfiguration, settings.name)
+        assert got.webhooks and got.webhooks[0].clientConfig.caBundle == wanted
     finally:
-        stop.set()
         await client.close()
     patched = [r.getMessage() for r in caplog.records if "caBundle set" in r.getMessage()]
     assert patched == [

@@ -14,7 +14,7 @@ import datetime
 import hashlib
 import ssl
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -28,13 +28,15 @@ from lightkube.types import PatchType
 from erdma.controller import certs
 from erdma.controller import webhook_certs as wc
 from erdma.controller.webhooks import maintain_webhooks
-from erdma.testing.kubeapi import KubeApiServer, KubeApiUnavailable, install_crd
 from erdma.webhook import hostnetwork
 from erdma.webhook.hostnetwork import HostNetworkRdmaValidator
 from erdma.webhook.server import WebhookServer, start_webhook
-from tests.integration.test_webhook_certs import STAND_IN_CRD, webhook_config
+from tests.integration.webhook_config_support import webhook_config
 
-pytest_plugins = ["tests.integration.conftest_kubeapi"]
+pytest_plugins = [
+    "tests.integration.conftest_kubeapi",
+    "tests.integration.webhook_config_support",
+]
 
 NS = "kube-system"
 HOUR = 3600.0
@@ -234,23 +236,7 @@ async def test_mismatched_files_keep_the_served_certificate(k8s, settings):
         await server.stop()
 
 
-# --- caBundle where the kinds exist (stand-in CRDs, as in test_webhook_certs) ---------------
-
-
-@pytest.fixture(scope="module")
-def webhook_api(tmp_path_factory) -> Iterator[KubeApiServer]:
-    try:
-        server = KubeApiServer.start()
-    except KubeApiUnavailable as exc:
-        pytest.skip(f"real Kubernetes API server unavailable: {exc}")
-    kind = "ValidatingWebhookConfiguration"
-    manifest = tmp_path_factory.mktemp("crds") / "crd.yaml"
-    manifest.write_text(
-        STAND_IN_CRD.format(plural=kind.lower() + "s", singular=kind.lower(), kind=kind)
-    )
-    with server:
-        asyncio.run(install_crd(server.kubeconfig, manifest))
-        yield server
+# --- caBundle where the kinds exist (stand-in CRDs from webhook_config_support) ----------
 
 
 async def test_replica_follows_a_peer_rotation_and_leaves_its_ca_bundle(webhook_api, tmp_path):

@@ -277,28 +277,6 @@ class CaBundleKeeper:
             self.last[got.kind] = got.state
 
 
-async def maintain_ca_bundles(
-    client: AsyncClient,
-    name: str,
-    ca_crt: bytes,
-    interval: float = 60.0,
-    stop: asyncio.Event | None = None,
-    first: Sequence[CaBundleStatus] = (),
-) -> None:
-    """Re-check the caBundles every ``interval`` seconds until ``stop``, so that a configuration
-    created (or re-applied without caBundle) after startup gets it too; returns once no kind is
-    served. This keeps one fixed ``ca_crt``; the controller runs
-    ``erdma.controller.webhooks.maintain_webhooks`` instead, which also follows the Secret."""
-    stop = stop or asyncio.Event()
-    keeper = CaBundleKeeper(client, name, first)
-    while keeper.kinds:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval)
-        if stop.is_set():
-            return
-        await keeper.check(ca_crt)
-
-
 async def setup_webhook_certs(client: AsyncClient, settings: WebhookCertSettings) -> CertResult:
     """Secret, files, caBundle: everything needed before the webhook server starts."""
     result = await _install(settings, *await ensure_secret(client, settings))
