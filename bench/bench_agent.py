@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
-from erdma.testing.node import SimulatedNode
+from erdma.sim.node import SimulatedNode
 
 ERDMA = "aliyun/erdma"
 

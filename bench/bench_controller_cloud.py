@@ -27,8 +27,8 @@ from erdma.controller.cloud import CloudError, Instance, InstanceTypeCaps
 from erdma.controller.ecs import EcsCloud
 from erdma.controller.eri import ensure_eris
 from erdma.controller.ratelimit import RetryPolicy
-from erdma.testing.ecs import EcsEmulator
-from erdma.testing.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, cloud_for, standard_world
+from tests.fakes.ecs import EcsEmulator
+from tests.fakes.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, cloud_for, standard_world
 
 TYPES = (GPU_TWO_CARDS.name, GENERAL_ERI.name)
 RETRY = RetryPolicy(max_attempts=8, base_delay=0.1, max_delay=2.0)

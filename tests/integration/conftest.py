@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from erdma.testing.kubelet import FakeKubelet
+from erdma.sim.kubelet import FakeKubelet
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ import pytest
 from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.core_v1 import Node
 
-from erdma.controller.kube import KubeApi
-from erdma.testing.ecs import EcsEmulator
-from erdma.testing.ecs.client import standard_world
+from erdma.kube.client import KubeApi
+from tests.fakes.ecs import EcsEmulator
+from tests.fakes.ecs.client import standard_world
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from erdma.testing.kubeapi import KubeApiServer, KubeApiUnavailable, install_crd
+from tests.fakes.kubeapi import KubeApiServer, KubeApiUnavailable, install_crd
 
 
 @pytest.fixture(scope="session")

@@ -20,9 +20,9 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
-from erdma.controller import crd
-from erdma.controller.kube import ERdmaDeviceResource
-from erdma.testing.ecs.state import InstanceRecord
+from erdma.kube import crd
+from erdma.kube.client import ERdmaDeviceResource
+from tests.fakes.ecs.state import InstanceRecord
 
 T = TypeVar("T")
 

@@ -16,10 +16,10 @@ from lightkube.resources.core_v1 import Event, Node
 from erdma.agent.config import build_config
 from erdma.agent.service import Agent
 from erdma.host.run import RecordingRunner
-from erdma.testing import fakehost
-from erdma.testing.fakecmds import KmodCommands
-from erdma.testing.kubeapi import KubeApiServer
-from erdma.testing.kubelet import FakeKubelet
+from erdma.sim import fakehost
+from erdma.sim.fakecmds import KmodCommands
+from erdma.sim.kubelet import FakeKubelet
+from tests.fakes.kubeapi import KubeApiServer
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from erdma.testing import fakehost
-from erdma.testing.node import SimulatedNode
+from erdma.sim import fakehost
+from erdma.sim.node import SimulatedNode
 
 ERDMA = "aliyun/erdma"
 
@@ -238,8 +238,8 @@ async def test_hot_added_device_is_advertised(start_node):
 
 
 async def test_local_mode_reads_the_instance_id_from_metadata(start_node):
-    from erdma.testing.ecs import EcsEmulator
-    from erdma.testing.ecs.client import GENERAL_ERI, standard_world
+    from tests.fakes.ecs import EcsEmulator
+    from tests.fakes.ecs.client import GENERAL_ERI, standard_world
 
     world = standard_world()
     instance = world.add_instance(GENERAL_ERI.name)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from erdma.controller import crd
-from erdma.controller.kube import KubeApi, new_client
-from erdma.testing.kubeapi import KubeApiServer
-from erdma.testing.node import SimulatedNode
+from erdma.kube import crd
+from erdma.kube.client import KubeApi, new_client
+from erdma.sim.node import SimulatedNode
+from tests.fakes.kubeapi import KubeApiServer
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
 ERDMA = "aliyun/erdma"

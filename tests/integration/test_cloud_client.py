@@ -26,8 +26,8 @@ from erdma.controller.credentials import (
 from erdma.controller.ecs import EcsCloud, EcsSettings
 from erdma.controller.eri import CARD_INDEX_TAG_KEY, cleanup_eris, client_token, ensure_eris
 from erdma.controller.ratelimit import RetryPolicy, TokenBucket
-from erdma.testing.ecs import EcsEmulator
-from erdma.testing.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, NO_ERI, cloud_for, standard_world
+from tests.fakes.ecs import EcsEmulator
+from tests.fakes.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, NO_ERI, cloud_for, standard_world
 
 
 @pytest.fixture

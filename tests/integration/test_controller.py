@@ -20,13 +20,13 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Event, Node
 
-from erdma.controller import crd
 from erdma.controller.config import parse_config
-from erdma.controller.kube import ERdmaDeviceResource
 from erdma.controller.main import run_controller
-from erdma.testing.ecs import DEFAULT_ACCESS_KEY_ID, DEFAULT_ACCESS_KEY_SECRET, EcsEmulator
-from erdma.testing.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, NO_ERI, cloud_for
-from erdma.testing.ecs.state import InstanceRecord
+from erdma.kube import crd
+from erdma.kube.client import ERdmaDeviceResource
+from tests.fakes.ecs import DEFAULT_ACCESS_KEY_ID, DEFAULT_ACCESS_KEY_SECRET, EcsEmulator
+from tests.fakes.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, NO_ERI, cloud_for
+from tests.fakes.ecs.state import InstanceRecord
 from tests.integration.controller_support import (
     FAST,
     add_node,

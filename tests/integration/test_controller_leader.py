@@ -15,9 +15,9 @@ import aiohttp
 from lightkube import AsyncClient, KubeConfig
 
 from erdma.controller.config import parse_config
-from erdma.controller.leader import LeaderElector
 from erdma.controller.main import run_controller
-from erdma.testing.ecs.client import GENERAL_ERI, cloud_for
+from erdma.kube.leader import LeaderElector
+from tests.fakes.ecs.client import GENERAL_ERI, cloud_for
 from tests.integration.controller_support import FAST, add_node, eventually, ready_device
 
 pytest_plugins = ["tests.integration.conftest_kubeapi", "tests.integration.conftest_controller"]

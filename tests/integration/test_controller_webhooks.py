@@ -15,8 +15,8 @@ from lightkube.resources.core_v1 import Secret
 
 from erdma.controller.config import parse_config
 from erdma.controller.main import run_controller
-from erdma.testing.ecs import EcsEmulator
-from erdma.testing.ecs.client import cloud_for, standard_world
+from tests.fakes.ecs import EcsEmulator
+from tests.fakes.ecs.client import cloud_for, standard_world
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
 

@@ -36,8 +36,8 @@ from erdma.deviceplugin.watcher import (
     PollingWatcher,
     start_watcher,
 )
-from erdma.testing.kubelet import FakeKubelet
-from erdma.testing.podresources import (
+from erdma.sim.kubelet import FakeKubelet
+from tests.fakes.podresources import (
     AssignedDevices,
     ContainerAssignment,
     FakePodResources,

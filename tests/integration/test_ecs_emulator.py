@@ -15,13 +15,13 @@ from alibabacloud_tea_openapi.exceptions import (  # type: ignore[import-untyped
 )
 from alibabacloud_tea_openapi.models import Config  # type: ignore[import-untyped]
 
-from erdma.testing.ecs import (
+from tests.fakes.ecs import (
     DEFAULT_ACCESS_KEY_ID,
     DEFAULT_ACCESS_KEY_SECRET,
     EcsEmulator,
     InstanceType,
 )
-from erdma.testing.ecs.client import GPU_TWO_CARDS, standard_world
+from tests.fakes.ecs.client import GPU_TWO_CARDS, standard_world
 
 REGION = "cn-hangzhou"
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
-from erdma.testing import fakehost
-from erdma.testing.node import SimulatedNode
+from erdma.sim import fakehost
+from erdma.sim.node import SimulatedNode
 
 ERDMA = "aliyun/erdma"
 UVERBS0 = "/dev/infiniband/uverbs0"

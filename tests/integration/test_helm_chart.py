@@ -21,9 +21,9 @@ from lightkube.resources.core_v1 import ConfigMap, Secret
 from erdma.agent.config import AgentConfig, build_config
 from erdma.controller.config import parse_config
 from erdma.controller.credentials import CredentialSettings
-from erdma.controller.kube import ERdmaDeviceResource
-from erdma.testing.kubeapi import CRD_MANIFEST, KubeApiServer
+from erdma.kube.client import ERdmaDeviceResource
 from erdma.webhook import hostnetwork, smcr
+from tests.fakes.kubeapi import CRD_MANIFEST, KubeApiServer
 from tests.helm_support import (
     ACCESS_KEY,
     KUBE_VERSION,

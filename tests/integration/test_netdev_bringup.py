@@ -18,12 +18,12 @@ import uuid
 import pytest
 
 from erdma.agent.regular import prepare_regular_mode
-from erdma.controller import crd
-from erdma.controller.kube import KubeApi, new_client
 from erdma.host.metadata import EniNetwork, MetadataClient, MetadataError
 from erdma.host.netdev import NetdevError, configure_eri_netdev
-from erdma.testing.ecs import EcsEmulator
-from erdma.testing.ecs.client import GPU_TWO_CARDS, standard_world
+from erdma.kube import crd
+from erdma.kube.client import KubeApi, new_client
+from tests.fakes.ecs import EcsEmulator
+from tests.fakes.ecs.client import GPU_TWO_CARDS, standard_world
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
 

@@ -22,7 +22,9 @@ from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
 from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy
-from erdma.agent.smcr import SMCR_ANNOTATION, PodNetnsSteps, SmcrConfigurator, SmcrError
+from erdma.agent.smcr import PodNetnsSteps, SmcrConfigurator
+from erdma.api.names import SMCR_ANNOTATION
+from erdma.api.smcr import SmcrError
 from erdma.deviceplugin.manager import PluginManager
 from erdma.host.devices import scan
 from erdma.host.netlink.smc_diag import SmcSocket
@@ -31,16 +33,16 @@ from erdma.host.netns import netns_id
 from erdma.host.run import RecordingRunner
 from erdma.host.smc import CommandPnet, FallbackPnet, NetlinkPnet
 from erdma.host.sysctl import Sysctls
-from erdma.testing import fakehost
-from erdma.testing.cri import FakeCri, FakeSandbox
-from erdma.testing.podresources import (
+from erdma.sim import fakehost
+from erdma.tools.smc import SmcAccess, smc_group
+from tests.fakes.cri import FakeCri, FakeSandbox
+from tests.fakes.podresources import (
     AssignedDevices,
     ContainerAssignment,
     FakePodResources,
     PodAssignment,
 )
-from erdma.testing.smckernel import FakeSmcKernel
-from erdma.tools.smc import SmcAccess, smc_group
+from tests.fakes.smckernel import FakeSmcKernel
 
 pytestmark = [
     pytest.mark.root,

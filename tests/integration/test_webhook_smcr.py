@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from erdma.agent.smcr import SMCR_ANNOTATION
+from erdma.api.names import SMCR_ANNOTATION
 from erdma.webhook import smcr
 from erdma.webhook.review import Handler
 from erdma.webhook.server import tls_context

@@ -19,7 +19,7 @@ from lightkube.resources.admissionregistration_v1 import (
     ValidatingWebhookConfiguration,
 )
 
-from erdma.testing.kubeapi import KubeApiServer, KubeApiUnavailable, install_crd
+from tests.fakes.kubeapi import KubeApiServer, KubeApiUnavailable, install_crd
 
 NS = "kube-system"
 W = TypeVar("W", MutatingWebhookConfiguration, ValidatingWebhookConfiguration)

@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from erdma import cdi
 from erdma.host.devices import scan
-from erdma.testing import fakehost
+from erdma.sim import fakehost
 from erdma.tools.cdi import cdi_group
 
 # --- the CDI spec rules (container-device-interface SPEC.md), written out independently -----
@@ -262,7 +262,7 @@ def test_writing_an_unknown_format_names_the_choices(tmp_path: Path):
 def test_a_vanished_rdma_cm_node_is_not_put_in_the_spec(tmp_path):
     from erdma.cdi import build_spec
     from erdma.host.devices import scan
-    from erdma.testing import fakehost
+    from erdma.sim import fakehost
 
     host = fakehost.build(tmp_path, "default")
     assert "containerEdits" in build_spec(scan(tmp_path))

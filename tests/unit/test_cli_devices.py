@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from erdma.cli import main
-from erdma.testing import fakehost
+from erdma.sim import fakehost
 
 
 def _run(*args: str) -> tuple[int, str]:

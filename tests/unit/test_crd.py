@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from erdma.controller import crd
+from erdma.kube import crd
 
 MANIFEST = (
     Path(__file__).resolve().parents[2] / "deploy/crds/erdmadevices.network.alibabacloud.com.yaml"

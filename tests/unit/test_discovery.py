@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from erdma.host.devices import scan
-from erdma.testing import fakehost
+from erdma.sim import fakehost
 
 
 @pytest.fixture

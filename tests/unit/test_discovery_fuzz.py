@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from erdma.host.devices import scan
-from erdma.testing import fakehost
+from erdma.sim import fakehost
 
 _TEMPLATE = Path(tempfile.mkdtemp(prefix="erdma-fuzz-template-"))
 fakehost.build(_TEMPLATE, "compat")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from erdma.testing import fakehost
+from erdma.sim import fakehost
 from erdma.tools.docker import DockerExec, docker_group
 
 MEMLOCK = ["--ulimit", "memlock=-1", "--cap-add=IPC_LOCK"]

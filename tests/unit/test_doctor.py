@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from erdma.testing import fakehost
+from erdma.sim import fakehost
 from erdma.tools.doctor import doctor_command, run_checks
 from erdma.tools.doctor.model import REGISTRY, DoctorContext, Verdict, check
 

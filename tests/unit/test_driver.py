@@ -22,8 +22,8 @@ from erdma.host.driver import (
     switch_mode,
 )
 from erdma.host.run import RecordingRunner, Result
-from erdma.testing import fakehost
-from erdma.testing.fakecmds import KmodCommands
+from erdma.sim import fakehost
+from erdma.sim.fakecmds import KmodCommands
 
 
 def make(tmp_path: Path, variant: str | fakehost.HostSpec = "default", **kmod):

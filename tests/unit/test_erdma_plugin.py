@@ -10,7 +10,7 @@ from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy
 from erdma.agent.exposure import parse_rules, select
 from erdma.deviceplugin.plugin import AllocationError, DeviceNode
 from erdma.host.devices import scan
-from erdma.testing import fakehost
+from erdma.sim import fakehost
 
 
 def plugin_on(root: Path, variant: str = "default", **policy: object) -> ErdmaPlugin:

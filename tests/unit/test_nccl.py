@@ -11,7 +11,7 @@ from erdma.agent.config import ConfigError, NcclConfig, build_config
 from erdma.agent.nccl import first_ipv4_gid_index, nccl_env
 from erdma.host.devices import scan
 from erdma.host.driver import DriverMode
-from erdma.testing import fakehost
+from erdma.sim import fakehost
 
 ON = NcclConfig()
 

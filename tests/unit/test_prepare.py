@@ -10,8 +10,8 @@ import pytest
 from erdma.agent.prepare import PrepareResult, keep_preparing, prepare
 from erdma.host.driver import DriverMode
 from erdma.host.run import RecordingRunner
-from erdma.testing import fakehost
-from erdma.testing.fakecmds import KmodCommands
+from erdma.sim import fakehost
+from erdma.sim.fakecmds import KmodCommands
 
 
 def make(tmp_path: Path, variant: str = "default", **kmod):

@@ -10,7 +10,7 @@ from erdma.agent.config import ConfigError, SharedResourceConfig, build_config
 from erdma.agent.shared import SharedPlugin, check_disjoint, matches
 from erdma.deviceplugin.plugin import AllocationError
 from erdma.host.devices import scan
-from erdma.testing import fakehost
+from erdma.sim import fakehost
 
 
 def shared_on(root: Path, variant: str = "lingjun", **config: object) -> SharedPlugin:

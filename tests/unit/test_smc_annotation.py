@@ -6,12 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from erdma.agent.smcr import (
-    SMCR_ANNOTATION,
-    PodNetnsSteps,
-    SmcrError,
-    parse_smcr_annotation,
-)
+from erdma.agent.smcr import PodNetnsSteps
+from erdma.api.names import SMCR_ANNOTATION
+from erdma.api.smcr import SmcrError, parse_smcr_annotation
 from erdma.host.cri import CRI_SOCKETS, CriSocketNotFound, cri_socket
 from erdma.host.netlink.smc_pnet import PnetEntry
 from erdma.host.sysctl import SysctlError, Sysctls

@@ -12,7 +12,7 @@ from erdma.host import smc
 from erdma.host.netlink import core
 from erdma.host.netlink.smc_pnet import PnetClient, PnetEntry
 from erdma.host.run import RecordingRunner
-from erdma.testing.smckernel import FakeSmcKernel
+from tests.fakes.smckernel import FakeSmcKernel
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from erdma.agent.smcr import SMCR_ANNOTATION
+from erdma.api.names import SMCR_ANNOTATION
 from erdma.host.netlink.smc_diag import LinkInfo, SmcSocket
 from erdma.host.netlink.smc_pnet import PnetEntry
 from erdma.host.run import RecordingRunner
-from erdma.testing.smckernel import FakeSmcKernel
 from erdma.tools.smc import SmcAccess, smc_group
 from erdma.tools.smcr_init import smcr_init_command
+from tests.fakes.smckernel import FakeSmcKernel
 
 
 def sock(state: int, mode: int, reason: int = 0, port: int = 5201) -> SmcSocket:

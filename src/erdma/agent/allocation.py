@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-MAX_ID_LENGTH = 63  # kubelet's limit on Device.ID
+from erdma.api.names import MAX_DEVICE_ID_LENGTH
 
 
 def slot_id(device: str, index: int) -> str:
@@ -29,10 +29,10 @@ def device_of(slot: str) -> str:
 def slot_ids(device: str, slots: int) -> list[str]:
     """Every slot ID of a device; ValueError when the name makes IDs longer than kubelet allows."""
     longest = slot_id(device, slots - 1)
-    if len(longest) > MAX_ID_LENGTH:
+    if len(longest) > MAX_DEVICE_ID_LENGTH:
         raise ValueError(
             f"device name {device!r} gives slot IDs of {len(longest)} characters; "
-            f"kubelet accepts at most {MAX_ID_LENGTH}"
+            f"kubelet accepts at most {MAX_DEVICE_ID_LENGTH}"
         )
     return [slot_id(device, i) for i in range(slots)]
 

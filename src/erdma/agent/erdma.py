@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from erdma.agent.allocation import Placement, device_of, preferred, slot_ids
 from erdma.agent.exposure import Exposure
 from erdma.agent.health import device_health
+from erdma.api.names import ERDMA_RESOURCE
 from erdma.cdi import DeviceListStrategy, cdi_annotations, cdi_device_names
 from erdma.deviceplugin.plugin import (
     AllocationError,
@@ -28,7 +29,6 @@ from erdma.host.model import DeviceSnapshot, ModuleState, RdmaDevice
 
 log = logging.getLogger(__name__)
 
-RESOURCE_NAME = "aliyun/erdma"
 PreStartHook = Callable[[Sequence[str]], Awaitable[None]]
 EnvHook = Callable[[Sequence[RdmaDevice]], dict[str, str]]
 AllocationHook = Callable[[Sequence[RdmaDevice], ContainerAllocation], None]
@@ -52,7 +52,7 @@ class ErdmaPolicy:
 
 
 class ErdmaPlugin(ResourcePlugin):
-    resource_name = RESOURCE_NAME
+    resource_name = ERDMA_RESOURCE
     socket_stem = "erdma"
     preferred_allocation_available = True
 
@@ -139,7 +139,7 @@ class ErdmaPlugin(ResourcePlugin):
             unknown = [i for i in ids if device_of(i) not in self._exposed]
             if unknown:
                 raise AllocationError(
-                    f"unknown {RESOURCE_NAME} device IDs {unknown}; this node advertises "
+                    f"unknown {ERDMA_RESOURCE} device IDs {unknown}; this node advertises "
                     f"slots of {sorted(self._exposed) or 'no devices'}"
                 )
         devices = [self._exposed[n] for n in names]

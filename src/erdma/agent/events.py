@@ -13,8 +13,8 @@ import logging
 import os
 from dataclasses import dataclass
 
-from erdma.controller.events import EventRecorder, EventType
-from erdma.controller.kube import KubeApi, new_client
+from erdma.kube.client import KubeApi, new_client
+from erdma.kube.events import EventRecorder, EventType
 
 log = logging.getLogger(__name__)
 

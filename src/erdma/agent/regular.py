@@ -16,10 +16,10 @@ import logging
 import httpx2 as httpx
 from lightkube.core.exceptions import ApiError
 
-from erdma.controller import crd
-from erdma.controller.kube import KubeApi
 from erdma.host.metadata import MetadataClient
 from erdma.host.netdev import NetdevResult, configure_eri_netdev
+from erdma.kube import crd
+from erdma.kube.client import KubeApi
 
 log = logging.getLogger(__name__)
 

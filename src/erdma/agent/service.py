@@ -25,8 +25,8 @@ from erdma.agent.regular import prepare_regular_mode
 from erdma.agent.shared import SharedPlugin, check_disjoint
 from erdma.agent.smcr import PodNetnsSteps, SmcrConfigurator
 from erdma.aio import retry_until_done
+from erdma.api.names import ERDMA_RESOURCE, POD_RESOURCES_SOCKET
 from erdma.cdi import NoDevicesError, build_spec, write_spec
-from erdma.controller.kube import KubeApi, new_client
 from erdma.deviceplugin.lifecycle import Timing
 from erdma.deviceplugin.manager import PluginManager
 from erdma.deviceplugin.plugin import ContainerAllocation, ResourcePlugin
@@ -37,6 +37,7 @@ from erdma.host.model import DeviceSnapshot, RdmaDevice
 from erdma.host.run import Runner
 from erdma.host.smc import PnetError, SmcUnavailable, default_backend, ensure_host_pnet
 from erdma.host.sysctl import Sysctls
+from erdma.kube.client import KubeApi, new_client
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ class Agent:
         ]
         check_disjoint(self.snapshot, [p.config for p in self.shared])
         self.plugins: list[ResourcePlugin] = [*self.shared]
-        if "aliyun/erdma" in config.resources:
+        if ERDMA_RESOURCE in config.resources:
             self.plugins.insert(0, self.erdma)
         self._publish(self.snapshot)
         self.manager = PluginManager(
@@ -192,7 +193,7 @@ class Agent:
         )
         configurator = SmcrConfigurator(
             steps,
-            pod_resources_socket=self.config.kubelet_dir / "pod-resources" / "kubelet.sock",
+            pod_resources_socket=self.config.kubelet_dir / POD_RESOURCES_SOCKET,
             runtime_socket=self.config.runtime_socket or None,
             host_root=self.config.host_root,
         )
@@ -320,7 +321,7 @@ class Agent:
             ]
             if self.config.prepare_node:
                 tasks.append(asyncio.create_task(self._prepare_node()))
-            if "aliyun/erdma" in self.config.resources:
+            if ERDMA_RESOURCE in self.config.resources:
                 if not self.config.local_eri_discovery:
                     tasks.append(asyncio.create_task(self._regular_mode()))
                 elif self._needs_instance_id():

@@ -21,8 +21,10 @@ import grpc
 
 from erdma.api.cri.runtime.v1 import api_pb2 as cri_pb
 from erdma.api.cri.runtime.v1 import api_pb2_grpc as cri_grpc
+from erdma.api.names import ERDMA_RESOURCE, POD_RESOURCES_SOCKET, SMCR_ANNOTATION
 from erdma.api.podresources.v1 import api_pb2 as pr_pb
 from erdma.api.podresources.v1 import api_pb2_grpc as pr_grpc
+from erdma.api.smcr import SmcrError, parse_smcr_annotation
 from erdma.host.cri import CriSocketNotFound, cri_socket
 from erdma.host.netlink.smc_pnet import PnetEntry
 from erdma.host.netns import in_netns
@@ -38,32 +40,12 @@ from erdma.host.sysctl import SysctlError, Sysctls
 
 log = logging.getLogger(__name__)
 
-SMCR_ANNOTATION = "network.alibabacloud.com/erdma-smcr"
-RESOURCE_NAME = "aliyun/erdma"
-TRUE_VALUES = ("1", "t", "T", "TRUE", "true", "True")
-FALSE_VALUES = ("0", "f", "F", "FALSE", "false", "False")
 TCP2SMC = "net.smc.tcp2smc"
 DISABLE_IPV6 = "net.ipv6.conf.all.disable_ipv6"
 UNSUPPORTED = (
     "SMC-R is not supported on this kernel "
     "(net.smc.tcp2smc unavailable, e.g. removed on Alibaba Cloud Linux 4)"
 )
-
-
-class SmcrError(RuntimeError):
-    """SMC-R could not be set up as the pod asked; the container must not start."""
-
-
-def parse_smcr_annotation(value: str | None) -> bool:
-    """The annotation's meaning, like Go's strconv.ParseBool; absent means off."""
-    if value is None or value in FALSE_VALUES:
-        return False
-    if value in TRUE_VALUES:
-        return True
-    raise SmcrError(
-        f"invalid value {value!r} for annotation {SMCR_ANNOTATION}: "
-        f"use one of {', '.join(TRUE_VALUES)} (on) or {', '.join(FALSE_VALUES)} (off)"
-    )
 
 
 @dataclass
@@ -118,7 +100,7 @@ class Sandbox:
     annotations: Mapping[str, str]
 
 
-async def find_pod(socket: Path, device_id: str, resource: str = RESOURCE_NAME) -> tuple[str, str]:
+async def find_pod(socket: Path, device_id: str, resource: str = ERDMA_RESOURCE) -> tuple[str, str]:
     """(namespace, name) of the pod holding `device_id` of `resource`, via pod-resources List."""
     async with grpc.aio.insecure_channel(f"unix://{socket}") as channel:
         stub = pr_grpc.PodResourcesListerStub(channel)
@@ -190,10 +172,10 @@ class SmcrConfigurator:
     """
 
     steps: PodNetnsSteps
-    pod_resources_socket: Path = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
+    pod_resources_socket: Path = Path("/var/lib/kubelet") / POD_RESOURCES_SOCKET
     runtime_socket: str | None = None
     host_root: Path = Path("/")
-    resource_name: str = RESOURCE_NAME
+    resource_name: str = ERDMA_RESOURCE
 
     async def prestart(
         self, device_ids: Sequence[str], pnetid_of: Callable[[str], str | None]

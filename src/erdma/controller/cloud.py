@@ -3,7 +3,7 @@
 Everything the controller needs from Alibaba Cloud ECS is expressed here as frozen dataclasses
 and one ``CloudApi`` protocol of async methods.  The production implementation is
 ``erdma.controller.ecs.EcsCloud`` (official SDK, retries, rate limit); tests run that same
-implementation against ``erdma.testing.ecs`` (a local ECS emulator), so nothing here is faked.
+implementation against ``tests.fakes.ecs`` (a local ECS emulator), so nothing here is faked.
 
 Keeping the interface separate from the SDK wrapper lets the Kubernetes side (reconcilers,
 CRD status) and the pure ERI planner (``erdma.controller.eri``) depend on plain data only.

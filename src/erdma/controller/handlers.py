@@ -17,10 +17,10 @@ from typing import Any
 
 import kopf
 
-from erdma.controller import crd
-from erdma.controller.kube import kube_config
 from erdma.controller.reconcile import NodeReconciler
 from erdma.controller.workqueue import WorkQueue
+from erdma.kube import crd
+from erdma.kube.client import kube_config
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def node_signature(body: Mapping[str, Any], owned: bool) -> tuple[object, ...]:
 
 
 def login_handler(kubeconfig: str | Path | None) -> Any:
-    """A kopf login handler using the same kubeconfig resolution as ``erdma.controller.kube``."""
+    """A kopf login handler using the same kubeconfig resolution as ``erdma.kube.client``."""
 
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         single = kube_config(kubeconfig).get()

@@ -31,13 +31,13 @@ from erdma.controller.credentials import (
     resolve_region,
 )
 from erdma.controller.ecs import EcsCloud, EcsSettings
-from erdma.controller.events import EventRecorder
 from erdma.controller.handlers import run_operator
-from erdma.controller.kube import KubeApi, new_client
-from erdma.controller.leader import LeaderElector
 from erdma.controller.reconcile import NodeReconciler
 from erdma.controller.webhook_certs import WebhookCertError
 from erdma.controller.webhooks import start_webhooks
+from erdma.kube.client import KubeApi, new_client
+from erdma.kube.events import EventRecorder
+from erdma.kube.leader import LeaderElector
 from erdma.logs import setup_json_logging
 
 log = logging.getLogger(__name__)

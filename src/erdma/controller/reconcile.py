@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from erdma.controller import crd
 from erdma.controller.cloud import CloudApi, CloudError, Instance
 from erdma.controller.config import ControllerConfig
 from erdma.controller.eri import EnsureResult, EriStatus, cleanup_eris, ensure_eris
-from erdma.controller.events import EventRecorder
-from erdma.controller.kube import KubeApi
+from erdma.kube import crd
+from erdma.kube.client import KubeApi
+from erdma.kube.events import EventRecorder
 
 log = logging.getLogger(__name__)
 

@@ -9,12 +9,10 @@ import logging
 from collections.abc import Sequence
 
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
+from erdma.api.names import MAX_DEVICE_ID_LENGTH
 from erdma.deviceplugin.plugin import HEALTHY, UNHEALTHY, ContainerAllocation, PluginDevice
 
 log = logging.getLogger(__name__)
-
-#: kubelet's limit on Device.ID ("Max length of this field is 63 characters")
-MAX_DEVICE_ID_LENGTH = 63
 
 
 def valid_devices(resource: str, devices: Sequence[PluginDevice]) -> list[PluginDevice]:

@@ -17,11 +17,11 @@ from pathlib import Path
 import grpc
 
 from erdma.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from erdma.api.names import KUBELET_SOCKET
 from erdma.deviceplugin.servicer import DevicePluginServicer
 
 log = logging.getLogger(__name__)
 
-KUBELET_SOCKET = "kubelet.sock"
 KUBELET_CHECKPOINT = "kubelet_internal_checkpoint"
 #: Names kubelet owns in the device-plugins directory; never removed, whatever the stem.
 PROTECTED_NAMES = frozenset({KUBELET_SOCKET, KUBELET_CHECKPOINT})

@@ -14,16 +14,15 @@ from pathlib import Path
 
 import click
 
-from erdma.agent.erdma import RESOURCE_NAME as ERDMA
 from erdma.agent.prepare import prepare
+from erdma.api.names import ERDMA_RESOURCE as ERDMA
+from erdma.api.names import SHARED_RESOURCE as SHARED
 from erdma.host.devices import scan
 from erdma.host.run import RecordingRunner
-from erdma.testing import fakehost
-from erdma.testing.fakecmds import KmodCommands
-from erdma.testing.node import SimulatedNode
+from erdma.sim import fakehost
+from erdma.sim.fakecmds import KmodCommands
+from erdma.sim.node import SimulatedNode
 from erdma.tools.devices import render_table
-
-SHARED = "rdma/hca"
 
 
 def _say(text: str = "") -> None:

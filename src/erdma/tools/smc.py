@@ -13,7 +13,8 @@ from pathlib import Path
 
 import click
 
-from erdma.agent.smcr import SMCR_ANNOTATION, TCP2SMC
+from erdma.agent.smcr import TCP2SMC
+from erdma.api.names import SMCR_ANNOTATION
 from erdma.host.netlink import core
 from erdma.host.netlink.smc_diag import (
     MODE_FALLBACK_TCP,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import click
 
-from erdma.agent.smcr import PodNetnsSteps, SmcrError
+from erdma.agent.smcr import PodNetnsSteps
+from erdma.api.smcr import SmcrError
 from erdma.host.smc import CommandPnet, FallbackPnet, NetlinkPnet, PnetBackend
 from erdma.host.sysctl import Sysctls
 from erdma.tools.smc import access

@@ -17,11 +17,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from erdma.api.names import SHARED_RESOURCE
 from erdma.webhook.review import AdmissionRequest, Verdict
 from erdma.webhook.smcr import requests_resource
 
 PATH = "/validate-rdma-hca"
-DEFAULT_RESOURCES: tuple[str, ...] = ("rdma/hca",)
+DEFAULT_RESOURCES: tuple[str, ...] = (SHARED_RESOURCE,)
 _RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9][-A-Za-z0-9_.]*$")
 
 

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from erdma.agent.smcr import RESOURCE_NAME, SMCR_ANNOTATION, SmcrError, parse_smcr_annotation
+from erdma.api.names import ERDMA_RESOURCE, SMCR_ANNOTATION
+from erdma.api.smcr import SmcrError, parse_smcr_annotation
 from erdma.webhook.review import AdmissionRequest, Verdict
 
 PATH = "/mutate-pods-smcr"
@@ -31,7 +32,7 @@ def _quantity_positive(value: Any) -> bool:
     return text not in ("", "0") and not text.startswith("-")
 
 
-def requests_resource(spec: Mapping[str, Any], resource: str = RESOURCE_NAME) -> bool:
+def requests_resource(spec: Mapping[str, Any], resource: str = ERDMA_RESOURCE) -> bool:
     """Whether any container or init container asks for `resource` (limits or requests)."""
     for container in _containers(spec):
         resources = container.get("resources") or {}
@@ -51,7 +52,7 @@ class SmcrInjector:
     command: tuple[str, ...] = ("erdma", "smcr-init")
 
     def container(self) -> dict[str, Any]:
-        one = {RESOURCE_NAME: "1"}
+        one = {ERDMA_RESOURCE: "1"}
         spec: dict[str, Any] = {
             "name": CONTAINER_NAME,
             "image": self.image,

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from erdma.testing.ecs.state import EcsApiError
+from tests.fakes.ecs.state import EcsApiError
 
 THROTTLED_MESSAGE = "Request was denied due to user flow control."
 

@@ -15,7 +15,7 @@ import grpc
 
 from erdma.api.podresources.v1 import api_pb2 as pb
 from erdma.api.podresources.v1 import api_pb2_grpc as pb_grpc
-from erdma.testing.grpcserver import UnixGrpcServer
+from erdma.sim.grpcserver import UnixGrpcServer
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Fixture host descriptions: what a fake host has, and the catalogue of named variants.
 
 ``HostSpec`` (with its ``FakeNetdev`` and ``FakeRdma`` parts) only describes a host;
-``erdma.testing.fakehost`` builds the sys/, dev/ and proc/ tree from it. ``variant(name)`` is
+``erdma.sim.fakehost`` builds the sys/, dev/ and proc/ tree from it. ``variant(name)`` is
 the reference eRDMA node (``erdma_node``) changed in one way each, or another kind of node.
 """
 

@@ -15,7 +15,7 @@ import hmac
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from erdma.testing.ecs.state import EcsApiError
+from tests.fakes.ecs.state import EcsApiError
 
 V3_ALGORITHM = "ACS3-HMAC-SHA256"
 V2_FIELDS = ("Signature", "SignatureNonce", "SignatureMethod", "SignatureVersion", "Timestamp")

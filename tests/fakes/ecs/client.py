@@ -11,8 +11,8 @@ from dataclasses import replace
 from erdma.controller.credentials import CredentialSettings, build_credential_client
 from erdma.controller.ecs import EcsCloud, EcsSettings
 from erdma.controller.ratelimit import RetryPolicy
-from erdma.testing.ecs.server import DEFAULT_ACCESS_KEY_ID, DEFAULT_ACCESS_KEY_SECRET, EcsEmulator
-from erdma.testing.ecs.state import EcsWorld, InstanceType
+from tests.fakes.ecs.server import DEFAULT_ACCESS_KEY_ID, DEFAULT_ACCESS_KEY_SECRET, EcsEmulator
+from tests.fakes.ecs.state import EcsWorld, InstanceType
 
 FAST_RETRY = RetryPolicy(max_attempts=6, base_delay=0.01, max_delay=0.1)
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from erdma.testing.ecs.state import EcsApiError, EcsWorld, EniRecord, InstanceRecord
+from tests.fakes.ecs.state import EcsApiError, EcsWorld, EniRecord, InstanceRecord
 
 Params = Mapping[str, str]
 Body = dict[str, Any]

@@ -23,10 +23,10 @@ from urllib.parse import parse_qsl
 from aiohttp import web
 
 from erdma.aio import AsyncService
-from erdma.testing.ecs.actions import ACTIONS
-from erdma.testing.ecs.faults import FaultPlan
-from erdma.testing.ecs.signature import verify_v2, verify_v3
-from erdma.testing.ecs.state import EcsApiError, EcsWorld, InstanceRecord
+from tests.fakes.ecs.actions import ACTIONS
+from tests.fakes.ecs.faults import FaultPlan
+from tests.fakes.ecs.signature import verify_v2, verify_v3
+from tests.fakes.ecs.state import EcsApiError, EcsWorld, InstanceRecord
 
 DEFAULT_ACCESS_KEY_ID = "LTAI-emulator"
 DEFAULT_ACCESS_KEY_SECRET = "emulator-secret"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_MANIFEST = REPO_ROOT / "deploy" / "crds" / "erdmadevices.network.alibabacloud.com.yaml"
 
 

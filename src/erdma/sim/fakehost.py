@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from erdma.host import guid as guids
-from erdma.testing.fakehost_specs import (
+from erdma.sim.fakehost_specs import (
     ERDMA0,
     ERDMA1,
     VARIANTS,

@@ -2,7 +2,7 @@
 
 lightkube (async, typed models for built-ins, generic resources for CRDs, small dependency set)
 does the HTTP. Everything above this module handles plain dicts, the same shape kopf hands to
-handlers and ``erdma.controller.crd`` builds and parses, so reconcile logic has one data model.
+handlers and ``erdma.kube.crd`` builds and parses, so reconcile logic has one data model.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from lightkube.generic_resource import create_global_resource
 from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
-from erdma.controller import crd
+from erdma.kube import crd
 
 ERdmaDeviceResource = create_global_resource(crd.GROUP, crd.VERSION, crd.KIND, crd.PLURAL)
 FIELD_MANAGER = "erdma-controller"

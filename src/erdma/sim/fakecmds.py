@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from erdma.host.run import Result
 from erdma.host.sysfs import read_int
-from erdma.testing.fakehost import FakeHost
+from erdma.sim.fakehost import FakeHost
 
 KERNEL_RELEASE = "5.10.134-17.3.al8.x86_64"
 # The parameters each fake module accepts; the kernel ignores (and logs) any other.

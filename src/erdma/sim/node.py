@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from erdma.aio import AsyncService
-from erdma.testing import fakehost
-from erdma.testing.kubelet import FakeKubelet
+from erdma.sim import fakehost
+from erdma.sim.kubelet import FakeKubelet
 
 
 class SimulatedNode(AsyncService):

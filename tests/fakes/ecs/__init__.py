@@ -4,9 +4,9 @@
 metadata service over real HTTP, so the official Alibaba Cloud SDK runs unmodified against it.
 """
 
-from erdma.testing.ecs.faults import FaultPlan
-from erdma.testing.ecs.server import DEFAULT_ACCESS_KEY_ID, DEFAULT_ACCESS_KEY_SECRET, EcsEmulator
-from erdma.testing.ecs.state import EcsApiError, EcsWorld, InstanceType
+from tests.fakes.ecs.faults import FaultPlan
+from tests.fakes.ecs.server import DEFAULT_ACCESS_KEY_ID, DEFAULT_ACCESS_KEY_SECRET, EcsEmulator
+from tests.fakes.ecs.state import EcsApiError, EcsWorld, InstanceType
 
 __all__ = [
     "DEFAULT_ACCESS_KEY_ID",

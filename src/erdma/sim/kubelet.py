@@ -26,10 +26,10 @@ import grpc
 from erdma.aio import AsyncService
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
 from erdma.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
-from erdma.testing.grpcserver import serve_unix
+from erdma.api.names import KUBELET_SOCKET
+from erdma.sim.grpcserver import serve_unix
 
 SUPPORTED_VERSIONS = ("v1beta1",)
-KUBELET_SOCKET = "kubelet.sock"
 CHECKPOINT = "kubelet_internal_checkpoint"
 # Extended resource names: a DNS subdomain prefix, "/", and a qualified name (no kubernetes.io).
 _RESOURCE_RE = re.compile(
