@@ -1,15 +1,24 @@
-"""asyncio building blocks shared by the programs and the test doubles."""
+"""asyncio building blocks shared by the programs: services, backoff and task supervision.
+
+Every retry in the project is paced by one `Backoff`, and every long-lived task of the agent
+and the controller runs under a `Supervisor`, so a failure is always logged with its traceback
+and then either retried at a growing, jittered pace or turned into a deliberate exit.
+"""
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import enum
 import logging
-from collections.abc import Awaitable, Callable
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class AsyncService(abc.ABC):
@@ -36,28 +45,181 @@ class AsyncService(abc.ABC):
         await self.stop()
 
 
+@dataclass
+class Backoff:
+    """Capped exponential backoff with jitter: delay n is uniform in [c/2, c], c = min(maximum,
+    initial * factor**n).
+
+    The jitter keeps many agents (or plugins, or reconciles) from retrying a recovering kubelet,
+    API server or cloud API in lockstep; the lower bound of c/2 keeps the pace growing.
+    """
+
+    initial: float = 0.1
+    maximum: float = 30.0
+    factor: float = 2.0
+    rng: random.Random = field(default_factory=random.Random)
+    _attempt: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.initial < 0:
+            raise ValueError(f"backoff initial={self.initial!r} is invalid: must be >= 0 seconds")
+        if self.maximum < self.initial:
+            raise ValueError(
+                f"backoff maximum={self.maximum!r} is invalid: must be >= initial "
+                f"({self.initial!r} seconds)"
+            )
+        if self.factor < 1:
+            raise ValueError(f"backoff factor={self.factor!r} is invalid: must be >= 1")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (0-based)."""
+        ceiling = min(self.maximum, self.initial * self.factor ** min(attempt, 64))
+        return self.rng.uniform(ceiling / 2, ceiling)
+
+    def next_delay(self) -> float:
+        """The delay for the next retry; each call moves one step up the ladder."""
+        delay = self.delay(self._attempt)
+        self._attempt += 1
+        return delay
+
+    def reset(self) -> None:
+        """Back to the first step, after a success."""
+        self._attempt = 0
+
+
 async def retry_until_done(
     what: str,
     step: Callable[[], Awaitable[T]],
     log: logging.Logger,
-    initial_delay: float = 1.0,
-    max_delay: float = 60.0,
+    backoff: Backoff | None = None,
 ) -> T:
-    """Run `step` until it succeeds, logging each failure and backing off (doubling, capped).
+    """Run `step` until it succeeds, logging each failure and waiting a `Backoff` step.
 
-    Background work of a daemon must neither die silently nor crash the process: a transient
-    failure (metadata not there yet, netdev not yet created) is logged and tried again.
+    For one-shot setup whose inputs appear late (metadata of a just-attached ERI, a netdev not
+    yet created): a transient failure is logged and tried again, never fatal.
     """
-    delay = initial_delay
+    backoff = backoff or Backoff(initial=1.0, maximum=60.0)
     while True:
         try:
             return await step()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            delay = backoff.next_delay()
             log.warning(
-                f"{what} failed; retrying in {delay:g}s",
+                f"{what} failed; retrying in {delay:.2g}s",
                 extra={"error": f"{type(exc).__name__}: {exc}"},
             )
         await asyncio.sleep(delay)
-        delay = min(delay * 2, max_delay)
+
+
+class OnFailure(enum.Enum):
+    """What a `Supervisor` does when a task raises."""
+
+    RESTART = "restart"  # log the traceback, wait a Backoff step, run the task again
+    EXIT = "exit"  # log the traceback and stop every task: the process exits on purpose
+
+
+@dataclass(frozen=True)
+class SupervisedTask:
+    """One long-lived piece of work. ``run`` is called anew at each restart.
+
+    A ``forever`` task returning is itself a failure (a loop that must never end ended); a
+    one-shot task (``forever=False``) that returns is done and not run again.
+    """
+
+    name: str
+    run: Callable[[], Awaitable[object]]
+    on_failure: OnFailure = OnFailure.RESTART
+    forever: bool = True
+    backoff: Callable[[], Backoff] = lambda: Backoff(initial=0.5, maximum=30.0)
+    # a run that lasted this long was healthy: the next failure starts the backoff afresh
+    healthy_after: float = 60.0
+
+
+class TaskFailed(Exception):
+    """An ``OnFailure.EXIT`` task failed; the message names it, the cause is chained."""
+
+
+class Supervisor(AsyncService):
+    """Runs tasks in one `asyncio.TaskGroup` until stopped or until an EXIT task fails.
+
+    `run(stop)` is the form for a program's main; `start()`/`stop()` run the same group in the
+    background for a component that others ``async with``. Restarts are counted per task in
+    ``restarts`` so tests and metrics can see them.
+    """
+
+    def __init__(self, tasks: Sequence[SupervisedTask], logger: logging.Logger = log) -> None:
+        names = [t.name for t in tasks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"supervised task names must be unique, got {names}")
+        self.tasks = list(tasks)
+        self.restarts: dict[str, int] = dict.fromkeys(names, 0)
+        self._log = logger
+        self._stop = asyncio.Event()
+        self._background: asyncio.Task[None] | None = None
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Run every task until ``stop`` is set; raises `TaskFailed` when an EXIT task fails."""
+        stop = stop or self._stop
+        try:
+            async with asyncio.TaskGroup() as group:
+                for task in self.tasks:
+                    group.create_task(self._keep(task, stop), name=task.name)
+                group.create_task(_raise_when_set(stop))
+        except* _Stopped:
+            pass
+        except* TaskFailed as failed:
+            raise failed.exceptions[0] from failed
+
+    async def _keep(self, task: SupervisedTask, stop: asyncio.Event) -> None:
+        backoff = task.backoff()
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            error: BaseException | None = None
+            try:
+                await task.run()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failure, error = f"failed ({type(exc).__name__}: {exc})", exc
+            else:
+                if not task.forever or stop.is_set():  # done, or ended because we stop
+                    return
+                failure = "returned, but must run forever"
+            if task.on_failure is OnFailure.EXIT:
+                self._log.critical(
+                    "background task %r %s; stopping the process", task.name, failure,
+                    exc_info=error,
+                )  # fmt: skip
+                raise TaskFailed(f"background task {task.name!r} {failure}") from error
+            if loop.time() - started >= task.healthy_after:
+                backoff.reset()
+            delay = backoff.next_delay()
+            self.restarts[task.name] += 1
+            self._log.error(
+                "background task %r %s; restart %d in %.2gs",
+                task.name, failure, self.restarts[task.name], delay, exc_info=error,
+            )  # fmt: skip
+            await asyncio.sleep(delay)
+
+    async def start(self) -> None:
+        self._stop.clear()
+        self._background = asyncio.get_running_loop().create_task(self.run(self._stop))
+
+    async def stop(self) -> None:
+        if self._background is None:
+            return
+        self._stop.set()
+        background, self._background = self._background, None
+        await background
+
+
+class _Stopped(Exception):
+    """Raised inside the group to end it when the stop event is set."""
+
+
+async def _raise_when_set(stop: asyncio.Event) -> None:
+    await stop.wait()
+    raise _Stopped

@@ -15,6 +15,7 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
+from erdma.aio import Backoff
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
 from erdma.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from erdma.api.podresources.v1 import api_pb2 as podres
@@ -28,7 +29,6 @@ from erdma.deviceplugin.plugin import (
     PluginDevice,
     ResourcePlugin,
 )
-from erdma.deviceplugin.registration import Backoff
 from erdma.deviceplugin.watcher import (
     DirEvent,
     InotifyUnavailable,

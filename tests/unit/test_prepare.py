@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from erdma.agent.prepare import PrepareResult, keep_preparing, prepare
+from erdma.aio import Backoff
 from erdma.host.driver import DriverMode
 from erdma.host.run import RecordingRunner
 from erdma.sim import fakehost
@@ -91,9 +92,11 @@ async def test_keep_preparing_waits_with_backoff_until_the_driver_is_installed(t
         return await prepare(runner, host.root)
 
     with caplog.at_level(logging.WARNING, logger="erdma.agent.prepare"):
-        result = await keep_preparing(attempt, initial_delay=1, max_delay=5, sleep=sleep)
+        result = await keep_preparing(attempt, Backoff(initial=1, maximum=5), sleep=sleep)
     assert result.ready and result.compat_mode is False
-    assert delays == [1, 2, 4, 5]
+    ceilings = [1, 2, 4, 5]  # doubling, capped; each delay jittered into [ceiling/2, ceiling]
+    assert len(delays) == 4
+    assert all(c / 2 <= d <= c for d, c in zip(delays, ceilings, strict=True)), delays
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1  # the same problem is reported once, not on every retry
     assert "not installed" in warnings[0].getMessage()

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from erdma.aio import retry_until_done
+from erdma.aio import Backoff, retry_until_done
 from erdma.host.run import Runner
 
 
@@ -50,7 +50,7 @@ async def test_retry_until_done_logs_failures_and_returns_the_result(caplog):
 
     log = logging.getLogger("test.retry")
     with caplog.at_level(logging.WARNING):
-        assert await retry_until_done("step", flaky, log, initial_delay=0.01) == "done"
+        assert await retry_until_done("step", flaky, log, Backoff(0.01, 0.02)) == "done"
     assert len(attempts) == 3
     assert caplog.text.count("step failed; retrying") == 2 and "OSError: not yet" in str(
         [r.__dict__.get("error") for r in caplog.records]

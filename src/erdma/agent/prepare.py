@@ -15,6 +15,7 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from erdma.aio import Backoff
 from erdma.host.devices import scan
 from erdma.host.driver import DriverError, DriverMode, choose_mode, loaded_driver, switch_mode
 from erdma.host.model import Gpu
@@ -80,18 +81,17 @@ async def prepare(
 
 async def keep_preparing(
     attempt: Callable[[], Awaitable[PrepareResult]],
-    initial_delay: float = 2.0,
-    max_delay: float = 300.0,
+    backoff: Backoff | None = None,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     on_problem: Callable[[Problem], None] | None = None,
 ) -> PrepareResult:
-    """Repeat `attempt` with doubling delays (capped) until the node is ready.
+    """Repeat `attempt`, waiting a `Backoff` step (2 s growing to 5 min) between, until ready.
 
     A problem is logged (and passed to `on_problem`) when it first appears or changes, not on
     every retry, so a node waiting for its driver to be installed says so once and then waits
     quietly.
     """
-    delay = initial_delay
+    backoff = backoff or Backoff(initial=2.0, maximum=300.0)
     last: Problem | None = None
     while True:
         result = await attempt()
@@ -107,10 +107,9 @@ async def keep_preparing(
         if problem != last:
             log.warning(
                 "erdma driver not ready (mode %s, %s): %s; retrying every %gs at most",
-                result.mode, result.reason, problem, max_delay,
+                result.mode, result.reason, problem, backoff.maximum,
             )  # fmt: skip
             last = problem
             if on_problem is not None:
                 on_problem(problem)
-        await sleep(delay)
-        delay = min(delay * 2, max_delay)
+        await sleep(backoff.next_delay())

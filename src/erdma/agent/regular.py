@@ -16,6 +16,7 @@ import logging
 import httpx2 as httpx
 from lightkube.core.exceptions import ApiError
 
+from erdma.aio import Backoff
 from erdma.host.metadata import MetadataClient
 from erdma.host.netdev import NetdevResult, configure_eri_netdev
 from erdma.kube import crd
@@ -41,16 +42,16 @@ def describe_progress(dev: crd.ERdmaDevice) -> str:
 
 
 async def wait_for_devices(
-    kube: KubeApi, node_name: str, retry_delay: float = 5.0
+    kube: KubeApi, node_name: str, backoff: Backoff | None = None
 ) -> crd.ERdmaDevice:
     """Watch ERdmaDevice ``node_name`` until all its devices are Ready, and return it.
 
     API errors and dropped watches are logged and the watch is re-established, quickly at
-    first (an API server answers 429 while its watch cache for a new CRD warms up), then every
-    ``retry_delay`` seconds; the function returns only with a Ready object (cancel to give up).
+    first (an API server answers 429 while its watch cache for a new CRD warms up), then at a
+    `Backoff` pace up to 5 s; the function returns only with a Ready object (cancel to give up).
     """
     last = ""
-    delay = min(0.25, retry_delay)
+    backoff = backoff or Backoff(initial=0.25, maximum=5.0)
     log.info("waiting for ERdmaDevice %s to be created and Ready", node_name)
     while True:
         try:
@@ -72,8 +73,7 @@ async def wait_for_devices(
                     last = progress
         except (ApiError, httpx.HTTPError, OSError) as exc:
             log.warning("watching ERdmaDevice %s failed (%s); retrying", node_name, exc)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, retry_delay)
+        await asyncio.sleep(backoff.next_delay())
 
 
 async def configure_netdevs(

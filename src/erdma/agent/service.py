@@ -8,7 +8,6 @@ loads late reaches kubelet within about a second, without restarting anything.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from erdma.agent.prepare import Problem, keep_preparing, prepare
 from erdma.agent.regular import prepare_regular_mode
 from erdma.agent.shared import SharedPlugin, check_disjoint
 from erdma.agent.smcr import PodNetnsSteps, SmcrConfigurator
-from erdma.aio import retry_until_done
+from erdma.aio import SupervisedTask, Supervisor, retry_until_done
 from erdma.api.names import ERDMA_RESOURCE, POD_RESOURCES_SOCKET
 from erdma.cdi import NoDevicesError, build_spec, write_spec
 from erdma.deviceplugin.lifecycle import Timing
@@ -123,6 +122,7 @@ class Agent:
             watch_mode=config.watch_mode,
             timing=timing,
         )
+        self.supervisor = Supervisor(self._background_tasks(), log)
 
     def _publish(self, snapshot: DeviceSnapshot) -> None:
         try:
@@ -310,26 +310,26 @@ class Agent:
                                                        "rule": self.exposure.reason})  # fmt: skip
         self.erdma.expose(self.exposure)
 
+    def _background_tasks(self) -> list[SupervisedTask]:
+        """The agent's long-lived work. Every task is restarted with backoff when it dies: the
+        device plugins keep serving kubelet whatever else fails, so nothing here may take the
+        process down."""
+        tasks = [
+            SupervisedTask("rescan", self._rescan_forever),
+            SupervisedTask("node events", self.events.post_forever, forever=self.events.possible),
+        ]
+        if self.config.prepare_node:
+            tasks.append(SupervisedTask("prepare node", self._prepare_node, forever=False))
+        if ERDMA_RESOURCE in self.config.resources:
+            if not self.config.local_eri_discovery:
+                tasks.append(SupervisedTask("regular mode", self._regular_mode, forever=False))
+            elif self._needs_instance_id():
+                tasks.append(SupervisedTask("instance id", self._local_instance_id, forever=False))
+        return tasks
+
     async def run(self, stop: asyncio.Event) -> None:
         if self.config.metrics_port:
             start_http_server(self.config.metrics_port, registry=self.registry)
             log.info("metrics served", extra={"port": self.config.metrics_port})
         async with self.manager:
-            tasks = [
-                asyncio.create_task(self._rescan_forever()),
-                asyncio.create_task(self.events.post_forever()),
-            ]
-            if self.config.prepare_node:
-                tasks.append(asyncio.create_task(self._prepare_node()))
-            if ERDMA_RESOURCE in self.config.resources:
-                if not self.config.local_eri_discovery:
-                    tasks.append(asyncio.create_task(self._regular_mode()))
-                elif self._needs_instance_id():
-                    tasks.append(asyncio.create_task(self._local_instance_id()))
-            try:
-                await stop.wait()
-            finally:
-                for task in tasks:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+            await self.supervisor.run(stop)

@@ -20,6 +20,7 @@ from typing import Any
 import click
 from aiohttp import web
 
+from erdma.aio import OnFailure, SupervisedTask, Supervisor
 from erdma.controller.cloud import CloudApi
 from erdma.controller.config import DEFAULT_CONFIG_PATH, ConfigError, ControllerConfig, load_config
 from erdma.controller.credentials import (
@@ -79,34 +80,44 @@ async def run_controller(
     health_port: int | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Run until ``stop`` is set (or the task is cancelled); the in-process entry for tests."""
+    """Run until ``stop`` is set (or the task is cancelled); the in-process entry for tests.
+
+    The background work runs under one `Supervisor`: the webhook certificate keeper restarts
+    with backoff when it dies (the served certificate stays valid meanwhile), while a failure
+    of the operator or of leader election raises `TaskFailed` so the process exits: a replica
+    that cannot tell whether it still leads must not keep reconciling.
+    """
     client = new_client(kubeconfig)
     health = Health()
     port = config.health_port if health_port is None else health_port
     runner = await health.serve(port) if port else None
-    webhook, keeper = None, None
+    webhook = None
     try:
+        tasks = []
         if config.enable_webhook:
             webhook, keeper = await start_webhooks(config, client)
+            tasks.append(keeper)
         reconciler = NodeReconciler(KubeApi(client), cloud, config, EventRecorder(client))
 
         async def work() -> None:
             await run_operator(reconciler, kubeconfig, stop=stop)
 
-        if not leader_elect:
-            await work()
-            return
-        health.elector = LeaderElector(
-            client,
-            config.controller_namespace,
-            config.lease_name,
-            identity or f"{socket.gethostname()}_{uuid.uuid4()}",
-            config.lease_duration_seconds,
-        )
-        await health.elector.run(work)
+        if leader_elect:
+            elector = LeaderElector(
+                client,
+                config.controller_namespace,
+                config.lease_name,
+                identity or f"{socket.gethostname()}_{uuid.uuid4()}",
+                config.lease_duration_seconds,
+            )
+            health.elector = elector
+            tasks.append(
+                SupervisedTask("leader election", lambda: elector.run(work), OnFailure.EXIT)
+            )
+        else:
+            tasks.append(SupervisedTask("operator", work, OnFailure.EXIT))
+        await Supervisor(tasks, log).run(stop)
     finally:
-        if keeper is not None:
-            keeper.cancel()
         if webhook is not None:
             await webhook.stop()
         if runner is not None:

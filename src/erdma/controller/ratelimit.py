@@ -3,7 +3,7 @@
 ECS throttles per account; spreading calls at a steady rate keeps the controller under the
 account's limit instead of bouncing off ``Throttling.User`` and retrying.  Callers reserve
 a slot and sleep until it comes due, so waiting callers are served in arrival order.  When a
-call still fails transiently, retries back off exponentially with full jitter so that many
+call still fails transiently, retries follow the shared jittered `Backoff`, so that many
 reconcilers failing together do not retry in lock-step.
 """
 
@@ -14,6 +14,8 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+from erdma.aio import Backoff
 
 
 class TokenBucket:
@@ -58,7 +60,7 @@ class TokenBucket:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with full jitter: attempt n sleeps U(0, min(cap, base * 2**n))."""
+    """How often an ECS call is tried, paced by the shared `Backoff` between attempts."""
 
     max_attempts: int = 6
     base_delay: float = 0.2
@@ -75,4 +77,4 @@ class RetryPolicy:
 
     def backoff(self, attempt: int, rng: random.Random) -> float:
         """Seconds to sleep before retry number ``attempt`` (0-based)."""
-        return rng.uniform(0, min(self.max_delay, self.base_delay * 2**attempt))
+        return Backoff(self.base_delay, self.max_delay, rng=rng).delay(attempt)

@@ -16,6 +16,7 @@ from pathlib import Path
 from lightkube import AsyncClient
 
 from erdma import __version__
+from erdma.aio import SupervisedTask
 from erdma.controller.config import ControllerConfig
 from erdma.controller.webhook_certs import (
     CaBundleKeeper,
@@ -50,8 +51,9 @@ def webhook_routes(config: ControllerConfig) -> dict[str, Handler]:
 
 async def start_webhooks(
     config: ControllerConfig, client: AsyncClient
-) -> tuple[WebhookServer, asyncio.Task[None]]:
-    """Serve the webhooks; returns the server and the task that keeps its certificate current."""
+) -> tuple[WebhookServer, SupervisedTask]:
+    """Serve the webhooks; returns the server and the (supervised, restartable) task that keeps
+    its certificate and the caBundle current."""
     settings = WebhookCertSettings(
         name=config.controller_name,
         namespace=config.controller_namespace,
@@ -65,8 +67,11 @@ async def start_webhooks(
         certs.files["tls.key"],
         port=config.webhook_port,
     )
-    keeper = asyncio.create_task(
-        maintain_webhooks(client, settings, server, certs, config.webhook_cert_check_seconds)
+    keeper = SupervisedTask(
+        "webhook certificates",
+        lambda: maintain_webhooks(
+            client, settings, server, certs, config.webhook_cert_check_seconds
+        ),
     )
     return server, keeper
 

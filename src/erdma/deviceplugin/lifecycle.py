@@ -14,12 +14,13 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from erdma.aio import Backoff
 from erdma.api.names import KUBELET_SOCKET
 from erdma.deviceplugin.convert import valid_devices
 from erdma.deviceplugin.feed import DeviceFeed
 from erdma.deviceplugin.metrics import DevicePluginMetrics
 from erdma.deviceplugin.plugin import ResourcePlugin
-from erdma.deviceplugin.registration import Backoff, RegistrationError, register
+from erdma.deviceplugin.registration import RegistrationError, register
 from erdma.deviceplugin.server import PluginServer
 from erdma.deviceplugin.servicer import DevicePluginServicer, plugin_options
 from erdma.deviceplugin.watcher import DirEvent, DirWatcher

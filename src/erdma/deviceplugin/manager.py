@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from erdma.aio import AsyncService
+from erdma.aio import AsyncService, SupervisedTask, Supervisor
 from erdma.deviceplugin.lifecycle import PluginRunner, Timing
 from erdma.deviceplugin.metrics import DevicePluginMetrics
 from erdma.deviceplugin.plugin import ResourcePlugin
@@ -20,8 +18,6 @@ from erdma.deviceplugin.watcher import DirWatcher, start_watcher
 log = logging.getLogger(__name__)
 
 DEFAULT_KUBELET_ROOT = Path("/var/lib/kubelet")
-#: A runner that crashes on a bug is restarted after this pause instead of spinning.
-RESTART_PAUSE = 1.0
 
 
 def device_plugin_dir(kubelet_root: Path) -> Path:
@@ -30,7 +26,11 @@ def device_plugin_dir(kubelet_root: Path) -> Path:
 
 
 class PluginManager(AsyncService):
-    """Serves every plugin until stopped; use as `async with PluginManager(...) as manager`."""
+    """Serves every plugin until stopped; use as `async with PluginManager(...) as manager`.
+
+    Each plugin's runner is a supervised task: a runner that dies on a bug is logged with its
+    traceback and restarted with backoff, and the other resources keep being served.
+    """
 
     def __init__(
         self,
@@ -52,7 +52,7 @@ class PluginManager(AsyncService):
         self._timing = timing or Timing()
         self._watcher: DirWatcher | None = None
         self._runners: dict[str, PluginRunner] = {}
-        self._tasks: list[asyncio.Task[None]] = []
+        self._supervisor: Supervisor | None = None
 
     @property
     def watcher(self) -> DirWatcher | None:
@@ -68,13 +68,16 @@ class PluginManager(AsyncService):
 
     async def start(self) -> None:
         self._watcher = await start_watcher(self.plugin_dir, self._watch_mode, self._poll_interval)
-        loop = asyncio.get_running_loop()
         for plugin in self.plugins:
             runner = PluginRunner(
                 plugin, self.plugin_dir, self._watcher, self.metrics, self._timing
             )
             self._runners[plugin.resource_name] = runner
-            self._tasks.append(loop.create_task(self._supervise(runner)))
+        self._supervisor = Supervisor(
+            [SupervisedTask(f"device plugin {name}", r.run) for name, r in self._runners.items()],
+            log,
+        )
+        await self._supervisor.start()
         log.info(
             "device plugin manager started",
             extra={
@@ -84,26 +87,15 @@ class PluginManager(AsyncService):
             },
         )
 
-    async def _supervise(self, runner: PluginRunner) -> None:
-        while True:
-            try:
-                await runner.run()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception(
-                    "plugin runner crashed; restarting",
-                    extra={"resource": runner.plugin.resource_name},
-                )
-                await asyncio.sleep(RESTART_PAUSE)
+    @property
+    def restarts(self) -> dict[str, int]:
+        """How often each runner was restarted after dying, by supervised task name."""
+        return self._supervisor.restarts if self._supervisor else {}
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
+        if self._supervisor is not None:
+            await self._supervisor.stop()
+            self._supervisor = None
         if self._watcher is not None:
             await self._watcher.close()
             self._watcher = None

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from erdma.aio import Backoff
+
 log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "http://100.100.100.200"
@@ -75,7 +77,7 @@ class MetadataClient:
     async def get(self, path: str) -> str:
         """Text of ``/latest/meta-data/<path>``, retried on transient errors."""
         url = f"{self.base_url}/latest/meta-data/{path.lstrip('/')}"
-        delay = self.backoff
+        backoff = Backoff(self.backoff, maximum=self.backoff * 1.2**self.attempts, factor=1.2)
         last = ""
         for attempt in range(1, self.attempts + 1):
             try:
@@ -89,8 +91,7 @@ class MetadataClient:
                 last = f"GET {url}: {type(exc).__name__}: {exc}"
             if attempt < self.attempts:
                 log.debug("metadata retry %d for %s: %s", attempt, url, last)
-                await asyncio.sleep(delay)
-                delay *= 1.2
+                await asyncio.sleep(backoff.next_delay())
         raise MetadataError(f"metadata unavailable after {self.attempts} attempts: {last}")
 
     async def _get_once(self, session: aiohttp.ClientSession, url: str) -> str:
