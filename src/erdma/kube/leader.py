@@ -1,9 +1,18 @@
 """Leader election on a coordination.k8s.io Lease, so two controller replicas never both act.
 
-Only the leader talks to ECS: two replicas attaching the same ERI would race. A standby retries
-every ``duration / 3`` and takes over once the leader's lease has expired (or was released on a
-clean shutdown, which makes failover immediate). A leader that cannot renew within the lease
-duration stops its work before anyone else can acquire the lease.
+Only the leader talks to ECS: two replicas attaching the same ERI would race. The rules are
+client-go's ``leaderelection``, so that mixed or skewed replicas agree:
+
+* Expiry is measured on the candidate's own monotonic clock from the moment it last saw the Lease
+  record change (``observedTime``); the holder's ``renewTime`` only tells that it changed. Nodes'
+  wall clocks may disagree by more than the lease duration, so comparing them would let a standby
+  take a lease that is being renewed (holder behind) or never take a dead one (holder ahead).
+* A leader renews every ``retry_period``. A failed renew (API server down, 5xx, timeout) is
+  logged once per distinct error and retried; the leader keeps working until ``renew_deadline``
+  has passed since the start of its last successful renew, then stops its work and stands by to
+  acquire again. ``renew_deadline < duration`` is what makes this safe: a standby waits the full
+  ``duration`` after it saw that renew, so the old leader has stopped before anyone takes over.
+* A clean shutdown releases the lease, so a standby takes over at once.
 """
 
 from __future__ import annotations
@@ -11,9 +20,12 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+import math
+import time
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+import httpx2
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.models.coordination_v1 import LeaseSpec
@@ -22,17 +34,31 @@ from lightkube.resources.coordination_v1 import Lease
 
 log = logging.getLogger(__name__)
 
+# What one failed attempt can raise: every httpx error (ApiError is an HTTPStatusError, connect
+# and read errors are TransportErrors) and OSError, which includes the TimeoutError of a deadline.
+_API_ERRORS = (httpx2.HTTPError, OSError)
+
 
 class LeadershipLost(RuntimeError):
-    """The lease could not be renewed in time; the work was stopped."""
+    """Kept for callers that catch it; ``run`` no longer raises it, it stands by and re-acquires."""
 
 
-def _now() -> datetime.datetime:
+def _wall_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
+def _check(key: str, value: float, ok: bool, accepted: str) -> None:
+    if not ok or not math.isfinite(value):
+        raise ValueError(f"leader election: {key}={value!r} is invalid; accepted: {accepted}")
+
+
 class LeaderElector:
-    """Acquire, renew and release one Lease for ``identity``."""
+    """Acquire, renew and release one Lease for ``identity``.
+
+    ``duration`` is the lease duration written to the Lease (``leaseDurationSeconds``, rounded up
+    to whole seconds). ``renew_deadline`` and ``retry_period`` default to client-go's proportions
+    (15 s / 10 s / 2 s): two thirds and two fifteenths of ``duration``.
+    """
 
     def __init__(
         self,
@@ -41,19 +67,52 @@ class LeaderElector:
         name: str,
         identity: str,
         duration: float = 15.0,
+        *,
+        renew_deadline: float | None = None,
+        retry_period: float | None = None,
     ) -> None:
+        renew_deadline = duration * 2 / 3 if renew_deadline is None else renew_deadline
+        retry_period = duration * 2 / 15 if retry_period is None else retry_period
+        _check("duration (leaseDurationSeconds)", duration, duration > 0, "seconds > 0")
+        _check(
+            "renew_deadline",
+            renew_deadline,
+            0 < renew_deadline < duration,
+            f"0 < renew_deadline < duration ({duration!r}), so a leader stops before it expires",
+        )
+        _check(
+            "retry_period",
+            retry_period,
+            0 < retry_period < renew_deadline,
+            f"0 < retry_period < renew_deadline ({renew_deadline!r}), so a renew can be retried",
+        )
         self.client = client
         self.namespace = namespace
         self.name = name
         self.identity = identity
         self.duration = duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
         self.is_leader = False
-        self.last_renew = _now()
+        self.last_renew = 0.0  # monotonic start of the last successful acquire/renew
+        self._observed: dict[str, Any] | None = None  # the Lease spec as last seen
+        self._observed_at = 0.0  # monotonic time it was first seen in that state
+        self._errors: set[str] = set()  # distinct errors logged since the last answer
+
+    def _observe(self, spec: LeaseSpec) -> None:
+        record = spec.to_dict()
+        if record != self._observed:
+            self._observed, self._observed_at = record, time.monotonic()
 
     async def try_acquire(self) -> bool:
-        """One attempt to take or renew the lease; True when we hold it afterwards."""
-        now = _now()
-        seconds = max(1, round(self.duration))
+        """One attempt to take or renew the lease; True when we hold it afterwards.
+
+        Raises what the API raises, except 404 on read (the Lease is created) and 409 on write
+        (someone else wrote first: False). Does not clear ``is_leader`` on an error: whether an
+        error ends leadership depends on the renew deadline, which ``run`` tracks.
+        """
+        started, now = time.monotonic(), _wall_now()
+        seconds = math.ceil(self.duration)
         try:
             lease = await self.client.get(Lease, self.name, namespace=self.namespace)
         except ApiError as exc:
@@ -66,82 +125,120 @@ class LeaderElector:
                 renewTime=now,
                 leaseTransitions=0,
             )
-            lease = Lease(metadata=ObjectMeta(name=self.name, namespace=self.namespace), spec=spec)
-            return await self._write(self.client.create(lease), now)
+            meta = ObjectMeta(name=self.name, namespace=self.namespace)
+            return await self._write(Lease(metadata=meta, spec=spec), started, create=True)
         spec = lease.spec or LeaseSpec()
+        self._observe(spec)
         holder = spec.holderIdentity or ""
-        renewed = spec.renewTime or spec.acquireTime
-        held_for = spec.leaseDurationSeconds or seconds
-        expired = renewed is None or now - renewed > datetime.timedelta(seconds=held_for)
-        if holder and holder != self.identity and not expired:
-            self.is_leader = False
-            return False
+        if holder and holder != self.identity:
+            held_for = spec.leaseDurationSeconds or seconds
+            if time.monotonic() < self._observed_at + held_for:
+                self.is_leader = False
+                return False
         if holder != self.identity:
             spec.acquireTime = now
             spec.leaseTransitions = (spec.leaseTransitions or 0) + 1
         spec.holderIdentity = self.identity
         spec.leaseDurationSeconds = seconds
-        spec.renewTime = now
+        spec.renewTime = now  # only so that others see a change; nobody compares it to a clock
         lease.spec = spec
-        return await self._write(self.client.replace(lease), now)
+        return await self._write(lease, started, create=False)
 
-    async def _write(self, call: Awaitable[object], now: datetime.datetime) -> bool:
+    async def _write(self, lease: Lease, started: float, *, create: bool) -> bool:
         try:
-            await call
+            written = await (self.client.create(lease) if create else self.client.replace(lease))
         except ApiError as exc:
-            if exc.status.code == 409:  # another replica wrote first
-                self.is_leader = False
+            if exc.status.code == 409:  # another replica wrote first; the next read tells who
                 return False
             raise
-        if not self.is_leader:
-            log.info("became leader on lease %s/%s as %s", self.namespace, self.name, self.identity)
+        self._observe(written.spec or LeaseSpec())
         self.is_leader = True
-        self.last_renew = now
+        self.last_renew = started
         return True
 
     async def release(self) -> None:
-        """Give the lease up so a standby takes over at once; best effort."""
+        """Give the lease up so a standby takes over at once; best effort, bounded in time."""
         if not self.is_leader:
             return
         self.is_leader = False
         try:
-            lease = await self.client.get(Lease, self.name, namespace=self.namespace)
-            if lease.spec and lease.spec.holderIdentity == self.identity:
-                lease.spec.holderIdentity = None
-                lease.spec.renewTime = None
-                await self.client.replace(lease)
-        except ApiError as exc:
-            log.warning("could not release lease %s: %s", self.name, exc)
+            async with asyncio.timeout(self.renew_deadline):
+                lease = await self.client.get(Lease, self.name, namespace=self.namespace)
+                if lease.spec and lease.spec.holderIdentity == self.identity:
+                    lease.spec.holderIdentity = None
+                    lease.spec.renewTime = None
+                    await self.client.replace(lease)
+        except _API_ERRORS as exc:
+            log.warning("could not release lease %s/%s: %r", self.namespace, self.name, exc)
 
     async def run(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Wait for leadership, run ``work`` while renewing; raise ``LeadershipLost`` if lost."""
-        interval = self.duration / 3
-        while not await self._attempt():
-            await asyncio.sleep(interval)
-        task = asyncio.create_task(work())
+        """Lead whenever possible: run ``work()`` while leader, renewing the lease meanwhile.
+
+        If leadership is lost (the renew deadline passed, or another replica holds the lease)
+        ``work`` is cancelled and the elector goes back to acquiring; ``work()`` is called again
+        on the next acquisition. Returns when ``work`` returns, raises what ``work`` raises, and
+        releases the lease on the way out (also when cancelled). API errors never escape.
+        """
         try:
-            while not task.done():
-                done, _ = await asyncio.wait({task}, timeout=interval)
-                if done:
-                    break
-                if await self._attempt():
-                    continue
-                overdue = _now() - self.last_renew > datetime.timedelta(
-                    seconds=self.duration * 2 / 3
+            while True:
+                while not await self._attempt(self.renew_deadline):
+                    await asyncio.sleep(self.retry_period)
+                task = asyncio.create_task(work())
+                try:
+                    lost = await self._hold(task)
+                finally:
+                    if not task.done():
+                        task.cancel()
+                        await asyncio.gather(task, return_exceptions=True)
+                if not lost:
+                    task.result()
+                    return
+                log.warning(
+                    "lost leadership of lease %s/%s (%s); work stopped, trying to acquire again",
+                    self.namespace,
+                    self.name,
+                    lost,
                 )
-                if not self.is_leader or overdue:
-                    task.cancel()
-                    raise LeadershipLost(f"lease {self.namespace}/{self.name} not renewed")
-            task.result()
         finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
             await self.release()
 
-    async def _attempt(self) -> bool:
+    async def _hold(self, task: asyncio.Task[None]) -> str:
+        """Renew every retry period until ``task`` ends (""), or return why leadership ended."""
+        while True:
+            deadline = self.last_renew + self.renew_deadline
+            pause = min(self.retry_period, deadline - time.monotonic())
+            await asyncio.wait({task}, timeout=max(0.0, pause))
+            if task.done():
+                return ""
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.is_leader = False
+                return f"not renewed for {self.renew_deadline:.3g}s"
+            if not await self._attempt(left) and not self.is_leader:
+                return "held by another replica"
+
+    async def _attempt(self, timeout: float) -> bool:
+        """``try_acquire`` within ``timeout``; an API error is logged (once per kind) as False."""
+        was_leader = self.is_leader
         try:
-            return await self.try_acquire()
-        except (ApiError, OSError) as exc:
-            log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+            async with asyncio.timeout(timeout):
+                ok = await self.try_acquire()
+        except _API_ERRORS as exc:
+            key = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            if key not in self._errors:
+                self._errors.add(key)
+                log.warning(
+                    "lease %s/%s: attempt failed: %s (retrying every %.3gs; logged once until "
+                    "the API answers)",
+                    self.namespace,
+                    self.name,
+                    key,
+                    self.retry_period,
+                )
             return False
+        if self._errors:
+            log.info("lease %s/%s: API server answers again", self.namespace, self.name)
+            self._errors.clear()
+        if ok and not was_leader:
+            log.info("became leader on lease %s/%s as %s", self.namespace, self.name, self.identity)
+        return ok
