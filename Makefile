@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck stubs bench image venv clean
+.PHONY: demo test lint typecheck generate stubs bench image venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,12 +25,16 @@ test: $(STAMP) lint typecheck
 	$(PY) -m pytest -q -ra
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench scripts
+	$(VENV)/bin/ruff format --check src tests bench scripts
 	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+
+## generate: regenerate docs/configuration.md and the chart's schema from the settings models
+generate: $(STAMP)
+	$(PY) scripts/generate_settings.py
 
 ## stubs: regenerate src/erdma/api from proto/ (the generated files are committed)
 stubs: $(STAMP)

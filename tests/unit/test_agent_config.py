@@ -72,12 +72,58 @@ def test_bad_files(tmp_path: Path):
         build_config(listed, environ={})
 
 
-def test_error_messages_name_flags_that_exist():
-    from erdma.agent.config import _FLAGS, AgentConfig
+def test_every_flag_and_env_name_comes_from_the_model():
+    """The flags of `erdma agent` are exactly the model's flagged settings, so a new setting
+    needs no hand-written option, and error messages name flags that exist."""
+    from erdma import settings
+    from erdma.agent.config import ENV_PREFIX, AgentConfig
     from erdma.agent.main import agent_command
 
-    flags = {opt for param in agent_command.params for opt in param.opts}
-    assert flags >= _FLAGS
-    # every agent option except --config sets a configuration field of the same name
-    names = {param.name for param in agent_command.params} - {"config_file"}
-    assert names <= set(AgentConfig.model_fields)
+    options = {p.name: p for p in agent_command.params}
+    flagged = dict(settings.flagged_fields(AgentConfig))
+    assert set(options) - {"config_file"} == set(flagged)
+    for name in flagged:
+        assert settings.flag_of(name) in options[name].opts
+        assert f"env {ENV_PREFIX}{name.upper()}" in (options[name].help or "")
+    assert "driver_install_command" not in options  # may carry a token: file or env only
+
+
+def test_version_key_is_accepted_and_an_unknown_version_is_named(tmp_path: Path):
+    good = tmp_path / "v1.yaml"
+    good.write_text("version: v1\nslotsPerDevice: 3\n")
+    assert build_config(good, environ={}).slots_per_device == 3
+    bad = tmp_path / "v2.yaml"
+    bad.write_text("version: v2\n")
+    with pytest.raises(ConfigError, match=r"version='v2': Input should be 'v1'"):
+        build_config(bad, environ={})
+
+
+def test_env_names_from_the_model_and_compatibility_names():
+    config = build_config(environ={"ERDMA_SLOTS_PER_DEVICE": "7", "NODE_NAME": "n1",
+                                   "RUNTIME_SOCK": "/run/c.sock",
+                                   "ERDMA_DRIVER_INSTALL_COMMAND": "install-erdma"})  # fmt: skip
+    assert (config.slots_per_device, config.node_name) == (7, "n1")
+    assert (config.runtime_socket, config.driver_install_command) == (
+        "/run/c.sock",
+        "install-erdma",
+    )
+    both = build_config(environ={"ERDMA_NODE_NAME": "own", "NODE_NAME": "compat"})
+    assert both.node_name == "own"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            {"kubelet_dir": "relative/kubelet"},
+            r"kubeletDir \(--kubelet-dir\)='relative/kubelet'.*absolute",
+        ),
+        (
+            {"runtime_socket": "unix:///run/c.sock"},
+            r"runtimeSocket \(--runtime-socket\)='unix:///run/c.sock'",
+        ),
+    ],
+)
+def test_bad_paths_name_the_key_the_flag_and_the_value(flags, message):
+    with pytest.raises(ConfigError, match=message):
+        build_config(environ={}, flags=flags)

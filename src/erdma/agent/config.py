@@ -17,9 +17,17 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from erdma import settings
 from erdma.cdi import DeviceListStrategy
 
 ENV_PREFIX = "ERDMA_"
+FILE_ONLY: dict[str, Any] = {"flag": False}
+# what the chart's schema checks of selector entries, with its own definitions
+GLOBS: dict[str, Any] = {"chart": {"items": {"definition": "glob"}}}
+PCI_IDS: dict[str, Any] = {"chart": {"items": {"definition": "pciId"}}}
+EXPOSED_ERI_PATTERN = (
+    r"^\s*i-([A-Za-z0-9][A-Za-z0-9-]*|\*)\s+[A-Za-z0-9_.*?\[\]-]+(/[A-Za-z0-9_.*?\[\]-]+)*\s*$"
+)
 
 
 CharKind = Literal["uverbs", "rdma_cm", "umad", "issm"]
@@ -51,7 +59,10 @@ class NcclConfig(BaseModel):
         "", alias="socketIfname", pattern=r"^(\^?=?[\w.:@-]+(,[\w.:@-]+)*)?$"
     )
     gid_index: int | None = Field(None, alias="gidIndex", ge=-1, le=255)
-    overrides: dict[str, str] = Field(default_factory=dict)
+    overrides: dict[str, str] = Field(
+        default_factory=dict,
+        json_schema_extra={"propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}},
+    )
 
     @field_validator("overrides")
     @classmethod
@@ -73,11 +84,20 @@ class SharedSelectors(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    ibdev_names: list[str] = Field(default_factory=list, alias="ibdevNames")  # globs
-    drivers: list[str] = Field(default_factory=lambda: ["mlx5_core"])
-    vendors: list[str] = Field(default_factory=list)  # PCI vendor ids, e.g. "15b3"
-    device_ids: list[str] = Field(default_factory=list, alias="deviceIDs")
-    netdev_names: list[str] = Field(default_factory=list, alias="netdevNames")  # globs
+    ibdev_names: list[str] = Field(
+        default_factory=list, alias="ibdevNames", json_schema_extra=GLOBS
+    )
+    drivers: list[str] = Field(
+        default_factory=lambda: ["mlx5_core"],
+        json_schema_extra={"chart": {"items": {"type": "string", "minLength": 1}}},
+    )
+    vendors: list[str] = Field(default_factory=list, json_schema_extra=PCI_IDS)  # e.g. "15b3"
+    device_ids: list[str] = Field(
+        default_factory=list, alias="deviceIDs", json_schema_extra=PCI_IDS
+    )
+    netdev_names: list[str] = Field(
+        default_factory=list, alias="netdevNames", json_schema_extra=GLOBS
+    )
 
     @field_validator("ibdev_names", "netdev_names")
     @classmethod
@@ -110,47 +130,152 @@ class SharedResourceConfig(BaseModel):
     capacity: int = Field(1000, ge=1, le=100000)
     selectors: SharedSelectors = Field(default_factory=SharedSelectors)
     required_char_devices: list[CharKind] = Field(
-        default_factory=_default_chars, alias="requiredCharDevices"
+        default_factory=_default_chars,
+        alias="requiredCharDevices",
+        json_schema_extra={"chart": {"uniqueItems": True}},
     )
 
 
 class AgentConfig(BaseModel):
-    """Everything `erdma agent` needs; see the README's configuration reference."""
+    """Everything `erdma agent` needs: the one declaration of each setting (see erdma.settings
+    for what is derived from it: flags, environment names, docs/configuration.md, the chart's
+    schema)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    node_name: str = Field("", alias="nodeName")
-    host_root: Path = Field(Path("/"), alias="hostRoot")
-    kubelet_dir: Path = Field(Path("/var/lib/kubelet"), alias="kubeletDir")
-    prefer_driver: Literal["", "default", "compat", "ofed"] = Field("", alias="preferDriver")
-    allocate_all_devices: bool = Field(False, alias="allocateAllDevices")
-    local_eri_discovery: bool = Field(False, alias="localERIDiscovery")
-    exposed_local_eris: list[str] = Field(default_factory=list, alias="exposedLocalERIs")
-    instance_id: str = Field("", alias="instanceID")
-    slots_per_device: int = Field(200, alias="slotsPerDevice", ge=1, le=10000)
-    prestart_container: bool = Field(False, alias="prestartContainer")
+    version: Literal["v1"] = Field(
+        "v1", description="format of this file; absent means v1", json_schema_extra=FILE_ONLY
+    )
+    node_name: str = Field(
+        "",
+        alias="nodeName",
+        description="this node's name (Events, Regular mode)",
+        json_schema_extra={"env": ["NODE_NAME"], "default_text": "`$NODE_NAME`"},
+    )
+    host_root: Path = Field(
+        Path("/"), alias="hostRoot", description="where the host's `/sys`, `/dev`, `/proc` are"
+    )
+    kubelet_dir: Path = Field(
+        Path("/var/lib/kubelet"),
+        alias="kubeletDir",
+        description="kubelet root (a custom `--root-dir` is supported)",
+        json_schema_extra={"pattern": "^/.*[^/]$"},
+    )
+    prefer_driver: Literal["", "default", "compat", "ofed"] = Field(
+        "", alias="preferDriver", description="erdma driver mode; empty: chosen automatically"
+    )
+    allocate_all_devices: bool = Field(
+        False, alias="allocateAllDevices", description="give every exposed device to each container"
+    )
+    local_eri_discovery: bool = Field(
+        False,
+        alias="localERIDiscovery",
+        description="Local mode: expose local devices, no controller",
+    )
+    exposed_local_eris: list[str] = Field(
+        default_factory=list,
+        alias="exposedLocalERIs",
+        description="Local mode selection: `<instance-id|i-*> <device>[/<device>...]` entries",
+        json_schema_extra={"items": {"type": "string", "pattern": EXPOSED_ERI_PATTERN}},
+    )
+    instance_id: str = Field(
+        "",
+        alias="instanceID",
+        description="instance id for Local mode matching; empty: read from instance metadata "
+        "when an entry names an instance",
+    )
+    slots_per_device: int = Field(
+        200, alias="slotsPerDevice", ge=1, le=10000, description="slots per eRDMA device"
+    )
+    prestart_container: bool = Field(
+        False, alias="prestartContainer", description="configure SMC-R in PreStartContainer"
+    )
     device_list_strategy: DeviceListStrategy = Field(
-        DeviceListStrategy.DEVICE_SPECS, alias="deviceListStrategy"
+        DeviceListStrategy.DEVICE_SPECS,
+        alias="deviceListStrategy",
+        description="how Allocate hands devices to the runtime: device specs or CDI names",
     )
-    cdi_spec_dir: Path = Field(Path("/var/run/cdi"), alias="cdiSpecDir")
-    rescan_interval: float = Field(0.5, alias="rescanInterval", gt=0, le=60)
-    metrics_port: int = Field(9709, alias="metricsPort", ge=0, le=65535)
-    watch_mode: Literal["auto", "inotify", "poll"] = Field("auto", alias="watchMode")
-    host_namespace: bool = Field(False, alias="hostNamespace")
-    prepare_node: bool = Field(True, alias="prepareNode")
-    runtime_socket: str = Field("", alias="runtimeSocket")
-    metadata_url: str = Field("http://100.100.100.200", alias="metadataURL")
-    jumbo_frame_mtu: int = Field(8500, alias="jumboFrameMTU", ge=1280, le=9000)
-    kubeconfig: str = ""
-    smcr_disable_ipv6: bool = Field(True, alias="smcrDisableIPv6")
-    driver_install_command: str = Field("", alias="driverInstallCommand")
-    nccl: NcclConfig = Field(default_factory=NcclConfig)
-    log_level: Literal["debug", "info", "warning", "error"] = Field("info", alias="logLevel")
-    resources: list[ResourceKind] = Field(default_factory=_default_resources)
+    cdi_spec_dir: Path = Field(
+        Path("/var/run/cdi"), alias="cdiSpecDir", description="where CDI strategies keep the spec"
+    )
+    rescan_interval: float = Field(
+        0.5, alias="rescanInterval", gt=0, le=60, description="seconds between host rescans"
+    )
+    metrics_port: int = Field(
+        9709, alias="metricsPort", ge=0, le=65535, description="Prometheus `/metrics` port (0: off)"
+    )
+    watch_mode: Literal["auto", "inotify", "poll"] = Field(
+        "auto", alias="watchMode", description="how the kubelet directory is watched"
+    )
+    host_namespace: bool = Field(
+        False,
+        alias="hostNamespace",
+        description="run host commands via `nsenter -t 1 -m --` (containerised agent)",
+    )
+    prepare_node: bool = Field(
+        True,
+        alias="prepareNode",
+        description="load erdma in the chosen mode and keep the host SMC pnet table",
+    )
+    runtime_socket: str = Field(
+        "",
+        alias="runtimeSocket",
+        description="CRI socket for SMC-R in PreStartContainer; empty: the first existing "
+        "containerd socket",
+        pattern=r"^$|^/.*\.sock$",
+        json_schema_extra={"env": ["RUNTIME_SOCK"]},
+    )
+    metadata_url: str = Field(
+        "http://100.100.100.200",
+        alias="metadataURL",
+        description="ECS instance metadata (Regular mode netdevs, Local mode instance id)",
+    )
+    jumbo_frame_mtu: int = Field(
+        8500, alias="jumboFrameMTU", ge=1280, le=9000, description="MTU of jumbo-frame ERIs"
+    )
+    kubeconfig: str = Field(
+        "",
+        description="kubeconfig for API access; empty: in-cluster",
+        json_schema_extra={"default_text": "in-cluster"},
+    )
+    smcr_disable_ipv6: bool = Field(
+        True,
+        alias="smcrDisableIPv6",
+        description="SMC-R: `net.ipv6.conf.all.disable_ipv6=1` in the pod netns",
+    )
+    driver_install_command: str = Field(
+        "",
+        alias="driverInstallCommand",
+        description="opt-in installer run when the erdma module is missing (file only: it "
+        "may carry a token)",
+        json_schema_extra={"flag": False, "env": ["ERDMA_DRIVER_INSTALL_COMMAND"]},
+    )
+    nccl: NcclConfig = Field(
+        default_factory=NcclConfig,
+        description="NCCL env for GPU pods: `enabled`, `socketIfname`, `gidIndex`, `overrides`",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", alias="logLevel", description="level of the JSON log lines on stderr"
+    )
+    resources: list[ResourceKind] = Field(
+        default_factory=_default_resources, description="which plugins to serve"
+    )
     shared_resources: list[SharedResourceConfig] = Field(
-        default_factory=lambda: [SharedResourceConfig()], alias="sharedResources"
+        default_factory=lambda: [SharedResourceConfig()],
+        alias="sharedResources",
+        description="shared resources such as `rdma/hca` (docs/shared-rdma.md)",
+        json_schema_extra={"default_text": "one `rdma/hca`"},
     )
-    non_host_network_rdma: bool = Field(False, alias="nonHostNetworkRdma")
+    non_host_network_rdma: bool = Field(
+        False, alias="nonHostNetworkRdma", description="allow `rdma/hca` for non-hostNetwork pods"
+    )
+
+    @field_validator("kubelet_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        if not value.is_absolute():
+            raise ValueError("must be an absolute path such as /var/lib/kubelet")
+        return value
 
     @field_validator("resources", mode="before")
     @classmethod
@@ -168,29 +293,16 @@ class AgentConfig(BaseModel):
         return value
 
 
-#: agent flags that map one-to-one to a field (kept in step with erdma.agent.main by a test)
-_FLAGS = frozenset(
-    {
-        "--node-name", "--host-root", "--kubelet-dir", "--prefer-driver",
-        "--allocate-all-devices", "--local-eri-discovery", "--exposed-local-eris",
-        "--instance-id", "--slots-per-device", "--prestart-container", "--prepare-node",
-        "--host-namespace", "--device-list-strategy", "--cdi-spec-dir", "--rescan-interval",
-        "--metrics-port", "--watch-mode", "--resources", "--non-host-network-rdma",
-        "--runtime-socket", "--metadata-url", "--jumbo-frame-mtu", "--kubeconfig", "--log-level",
-    }
-)  # fmt: skip
-
-
 def _explain(error: ValidationError) -> str:
     lines = []
     for item in error.errors():
         loc = [str(p) for p in item["loc"]]
         if loc and loc[0] in AgentConfig.model_fields:
             # Name the key as people write it: the file key, and the flag where there is one.
-            field = loc[0]
-            alias = AgentConfig.model_fields[field].alias or field
-            flag = f"--{field.replace('_', '-')}"
-            loc[0] = f"{alias} ({flag})" if flag in _FLAGS and len(loc) == 1 else alias
+            info = AgentConfig.model_fields[loc[0]]
+            key = settings.key_of(loc[0], info)
+            flagged = settings.has_flag(info) and len(loc) == 1
+            loc[0] = f"{key} ({settings.flag_of(loc[0])})" if flagged else key
         key = ".".join(loc) or "(root)"
         shown = item.get("input")
         lines.append(f"{key}={shown!r}: {item['msg']}")
@@ -217,18 +329,14 @@ def load_file(path: Path) -> dict[str, Any]:
 
 
 def env_values(environ: Mapping[str, str]) -> dict[str, Any]:
-    """`ERDMA_PREFER_DRIVER=ofed` -> {"prefer_driver": "ofed"}; NODE_NAME, RUNTIME_SOCK too."""
+    """`ERDMA_PREFER_DRIVER=ofed` -> {"prefer_driver": "ofed"}; NODE_NAME, RUNTIME_SOCK too.
+
+    A setting's own ``ERDMA_`` name wins over its compatibility name."""
     values: dict[str, Any] = {}
-    fields = AgentConfig.model_fields
-    for key, raw in environ.items():
-        if key.startswith(ENV_PREFIX):
-            name = key[len(ENV_PREFIX) :].lower()
-            if name in fields and name != "nccl":
-                values[name] = raw
-    if environ.get("NODE_NAME") and "node_name" not in values:
-        values["node_name"] = environ["NODE_NAME"]
-    if environ.get("RUNTIME_SOCK") and "runtime_socket" not in values:
-        values["runtime_socket"] = environ["RUNTIME_SOCK"]
+    for name, info in AgentConfig.model_fields.items():
+        for env in settings.env_names(ENV_PREFIX, name, info):
+            if environ.get(env) and name not in values:
+                values[name] = environ[env]
     return values
 
 

@@ -27,40 +27,158 @@ class ControllerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
     # Keys of the reference controller.
-    region: str = Field("", description="ECS region; empty means read it from instance metadata")
-    manage_non_owned_enis: bool = Field(True, alias="manageNonOwnedENIs")
-    node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
-    wait_node_ready_timeout_seconds: int = Field(300, ge=0, alias="waitNodeReadyTimeoutSeconds")
-    controller_namespace: str = Field("kube-system", alias="controllerNamespace")
-    controller_name: str = Field("alibabacloud-erdma-controller", alias="controllerName")
-    cluster_domain: str = Field("cluster.local", alias="clusterDomain")
-    cert_dir: str = Field("/var/lib/certDir", alias="certDir")
-    enable_device_plugin: bool = Field(True, alias="enableDevicePlugin")
-    enable_webhook: bool = Field(False, alias="enableWebhook")
-    enable_init_container_inject: bool = Field(True, alias="enableInitContainerInject")
-    smc_init_image: str = Field("", alias="smcInitImage")
-    webhook_port: int = Field(9443, alias="webhookPort", ge=1, le=65535)
-    non_host_network_rdma: bool = Field(False, alias="nonHostNetworkRdma")
-    shared_resource_names: list[str] = Field(
-        default_factory=lambda: ["rdma/hca"], alias="sharedResourceNames"
+    region: str = Field(
+        "",
+        pattern=r"^$|^[a-z]{2}-[a-z0-9-]+$",
+        description="ECS region id such as cn-hangzhou; empty: read it from instance metadata",
     )
-    local_eri_discovery: bool = Field(False, alias="localERIDiscovery")
+    manage_non_owned_enis: bool = Field(
+        True,
+        alias="manageNonOwnedENIs",
+        description="adopt any HighPerformance ENI already on a card; false: only ERIs this "
+        "controller created",
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        alias="nodeSelector",
+        json_schema_extra={"chart": {"definition": "labelMap"}},
+        description="exact label match for managed Nodes",
+    )
+    wait_node_ready_timeout_seconds: int = Field(
+        300,
+        ge=0,
+        le=86400,
+        alias="waitNodeReadyTimeoutSeconds",
+        description="how long to wait for a NotReady Node",
+    )
+    controller_namespace: str = Field(
+        "kube-system",
+        alias="controllerNamespace",
+        description="where the leader-election Lease and the webhook Secret live",
+    )
+    controller_name: str = Field(
+        "alibabacloud-erdma-controller",
+        alias="controllerName",
+        description="name of the webhook Service, Secret and configurations",
+    )
+    cluster_domain: str = Field(
+        "cluster.local",
+        alias="clusterDomain",
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="cluster DNS domain, for the webhook certificate's names",
+    )
+    cert_dir: str = Field(
+        "/var/lib/certDir",
+        alias="certDir",
+        description="where the webhook certificate files are written",
+    )
+    enable_device_plugin: bool = Field(
+        True,
+        alias="enableDevicePlugin",
+        description="the agent serves aliyun/erdma (the SMC-R injection needs it)",
+    )
+    enable_webhook: bool = Field(
+        False, alias="enableWebhook", description="serve the admission webhooks"
+    )
+    enable_init_container_inject: bool = Field(
+        True,
+        alias="enableInitContainerInject",
+        description="SMC-R path 2: inject the smcr-init container into annotated pods",
+    )
+    smc_init_image: str = Field(
+        "", alias="smcInitImage", description="image of the injected smcr-init container"
+    )
+    webhook_port: int = Field(
+        9443,
+        alias="webhookPort",
+        ge=1,
+        le=65535,
+        description="HTTPS port of the admission webhooks (with enableWebhook)",
+    )
+    non_host_network_rdma: bool = Field(
+        False,
+        alias="nonHostNetworkRdma",
+        description="let non-hostNetwork pods request the shared resources",
+    )
+    shared_resource_names: list[str] = Field(
+        default_factory=lambda: ["rdma/hca"],
+        alias="sharedResourceNames",
+        description="resources the hostNetwork rule guards",
+    )
+    local_eri_discovery: bool = Field(
+        False,
+        alias="localERIDiscovery",
+        description="Local mode; accepted for compatibility (the controller is not installed then)",
+    )
 
     # Ours.
-    cleanup_on_node_delete: bool = Field(True, alias="cleanupOnNodeDelete")
-    pending_requeue_seconds: float = Field(10.0, gt=0, alias="pendingRequeueSeconds")
-    node_not_ready_requeue_seconds: float = Field(30.0, gt=0, alias="nodeNotReadyRequeueSeconds")
-    reverify_interval_seconds: float = Field(300.0, gt=0, alias="reverifyIntervalSeconds")
-    error_requeue_seconds: float = Field(30.0, gt=0, alias="errorRequeueSeconds")
-    lease_name: str = Field("26dc1c71.alibabacloud.com", min_length=1, alias="leaseName")
-    lease_duration_seconds: float = Field(15.0, ge=2, alias="leaseDurationSeconds")
-    health_port: int = Field(8081, ge=0, le=65535, alias="healthPort")
-    ecs_endpoint: str = Field("", alias="ecsEndpoint")
-    ecs_protocol: Literal["HTTPS", "HTTP"] = Field("HTTPS", alias="ecsProtocol")
-    ecs_rate_limit: float = Field(10.0, gt=0, alias="ecsRateLimit")
-    ecs_burst: float = Field(10.0, ge=1, alias="ecsBurst")
-    ecs_timeout_seconds: float = Field(10.0, gt=0, alias="ecsTimeoutSeconds")
-    webhook_cert_check_seconds: float = Field(43200.0, gt=0, alias="webhookCertCheckSeconds")
+    cleanup_on_node_delete: bool = Field(
+        True,
+        alias="cleanupOnNodeDelete",
+        description="detach and delete our ERIs when the Node goes",
+    )
+    pending_requeue_seconds: float = Field(
+        10.0,
+        gt=0,
+        alias="pendingRequeueSeconds",
+        description="recheck interval while devices are Pending",
+    )
+    node_not_ready_requeue_seconds: float = Field(
+        30.0,
+        gt=0,
+        alias="nodeNotReadyRequeueSeconds",
+        description="recheck interval while the Node is NotReady",
+    )
+    reverify_interval_seconds: float = Field(
+        300.0, gt=0, alias="reverifyIntervalSeconds", description="recheck interval for Ready Nodes"
+    )
+    error_requeue_seconds: float = Field(
+        30.0, gt=0, alias="errorRequeueSeconds", description="retry interval after a failure"
+    )
+    lease_name: str = Field(
+        "26dc1c71.alibabacloud.com",
+        min_length=1,
+        alias="leaseName",
+        description="leader-election Lease",
+    )
+    lease_duration_seconds: float = Field(
+        15.0,
+        ge=2,
+        alias="leaseDurationSeconds",
+        description="time until a crashed leader is replaced",
+    )
+    health_port: int = Field(
+        8081, ge=0, le=65535, alias="healthPort", description="/healthz and /readyz; 0 turns it off"
+    )
+    ecs_endpoint: str = Field(
+        "",
+        alias="ecsEndpoint",
+        description="ECS endpoint override (host[:port]); empty: the region's VPC endpoint, "
+        "or the public one with env PUBLIC_NETWORK=true",
+    )
+    ecs_protocol: Literal["HTTPS", "HTTP"] = Field(
+        "HTTPS", alias="ecsProtocol", description="protocol of ECS calls"
+    )
+    ecs_rate_limit: float = Field(
+        10.0,
+        gt=0,
+        alias="ecsRateLimit",
+        description="ECS calls per second for the whole controller",
+    )
+    ecs_burst: float = Field(
+        10.0, ge=1, alias="ecsBurst", description="calls allowed at once after idle time"
+    )
+    ecs_timeout_seconds: float = Field(
+        10.0, gt=0, alias="ecsTimeoutSeconds", description="per-call connect/read timeout"
+    )
+    webhook_cert_check_seconds: float = Field(
+        43200.0,
+        gt=0,
+        alias="webhookCertCheckSeconds",
+        json_schema_extra={"chart": {"type": "integer", "minimum": 60, "maximum": 2592000}},
+        description="how often a running replica checks whether the webhook certificate is "
+        "due for rotation",
+    )
 
     @field_validator("node_selector")
     @classmethod

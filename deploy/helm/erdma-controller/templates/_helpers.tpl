@@ -64,6 +64,7 @@ app.kubernetes.io/component: {{ .component }}
 {{/* The agent's config file (`erdma agent --config`); keys are AgentConfig's. */}}
 {{- define "erdma.agentConfig" -}}
 {{- $a := .Values.agent -}}
+version: v1
 resources: [aliyun/erdma]
 kubeletDir: {{ $a.kubeletDir | quote }}
 preferDriver: {{ $a.preferDriver | quote }}
@@ -93,6 +94,7 @@ nccl:
 {{/* The shared DaemonSet's config file: only the shared plugin. */}}
 {{- define "erdma.sharedConfig" -}}
 {{- $s := .Values.sharedRdma -}}
+version: v1
 resources: [shared]
 # Serving shared HCAs needs neither the erdma driver nor this node's ERdmaDevice.
 prepareNode: false

@@ -1,0 +1,212 @@
+"""Everything a program derives from its settings model, so each setting is declared once.
+
+A pydantic model (the agent's `AgentConfig`, the controller's `ControllerConfig`) is the only
+declaration of a setting: its alias is the file key, its ``description`` the help text, and
+``json_schema_extra`` says where else it appears (``flag: False`` for file-only settings such
+as a command that may carry a token; ``env`` for extra environment names kept from the
+reference; ``chart`` for what the chart's schema restricts further, e.g. with its label-map
+definition: ``{"chart": {"definition": "labelMap"}}``). From it come the command-line flags,
+the environment variables, the key names in error messages, the configuration reference in
+docs/ and the chart's JSON schema.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Union, get_args, get_origin
+
+import click
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+F = Callable[..., Any]
+#: JSON-schema keywords the chart's values.schema.json takes over from a model field
+SCHEMA_KEYS = (
+    "type", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "pattern", "items", "propertyNames", "additionalProperties", "description",
+)  # fmt: skip
+
+
+def _extra(info: FieldInfo) -> dict[str, Any]:
+    extra = info.json_schema_extra
+    return extra if isinstance(extra, dict) else {}
+
+
+def key_of(name: str, info: FieldInfo) -> str:
+    """The key as people write it in a file: the alias, else the field name."""
+    return info.alias or name
+
+
+def flag_of(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def has_flag(info: FieldInfo) -> bool:
+    """Top-level scalars and string lists get a flag; nested models are file-only."""
+    if _extra(info).get("flag") is False:
+        return False
+    return not _is_model(info.annotation)
+
+
+def env_names(prefix: str, name: str, info: FieldInfo) -> list[str]:
+    """``ERDMA_PREFER_DRIVER`` for every flag, then names kept for compatibility (NODE_NAME)."""
+    if not has_flag(info) and not _extra(info).get("env"):
+        return []
+    own = [f"{prefix}{name.upper()}"] if has_flag(info) else []
+    return own + list(_extra(info).get("env", ()))
+
+
+def flagged_fields(model: type[BaseModel]) -> Iterator[tuple[str, FieldInfo]]:
+    return ((n, i) for n, i in model.model_fields.items() if has_flag(i))
+
+
+def cli_options(model: type[BaseModel], env_prefix: str) -> Callable[[F], F]:
+    """A click decorator with one option per flagged field; an option not given is None, so
+    it does not override the file or the environment."""
+
+    def decorate(command: F) -> F:
+        for name, info in reversed(list(flagged_fields(model))):
+            accepted = _accepted(model, name)
+            envs = ", ".join(env_names(env_prefix, name, info))
+            notes = "; ".join(n for n in (accepted and f"accepted: {accepted}", f"env {envs}") if n)
+            command = _option(name, info, f"{info.description or ''} [{notes}]")(command)
+        return command
+
+    return decorate
+
+
+def _option(name: str, info: FieldInfo, help_text: str) -> Callable[[F], F]:
+    flag = flag_of(name)
+    base = _base_type(info.annotation)
+    if base is bool:
+        return click.option(f"{flag}/--no-{flag[2:]}", name, default=None, help=help_text)
+    if base is int or base is float:
+        return click.option(flag, name, type=base, default=None, help=help_text)
+    if base is Path:
+        return click.option(
+            flag, name, type=click.Path(path_type=Path), default=None, help=help_text
+        )
+    joined = " (comma-joined)" if get_origin(info.annotation) is list else ""
+    return click.option(flag, name, default=None, help=help_text + joined)
+
+
+def _base_type(annotation: Any) -> Any:
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        (inner,) = [a for a in get_args(annotation) if a is not type(None)]
+        return _base_type(inner)
+    return annotation
+
+
+def _is_model(annotation: Any) -> bool:
+    base = _base_type(annotation)
+    if get_origin(base) is list:
+        base = get_args(base)[0]
+    return isinstance(base, type) and issubclass(base, BaseModel)
+
+
+def field_schema(model: type[BaseModel], name: str, chart: bool = True) -> dict[str, Any]:
+    """The JSON schema of one field, references resolved, reduced to `SCHEMA_KEYS`; with
+    ``chart`` the chart's own further restrictions are added (the schema helm checks)."""
+    schema = model.model_json_schema(by_alias=True, mode="validation")
+    info = model.model_fields[name]
+    return _reduce(schema["properties"][key_of(name, info)], schema.get("$defs", {}), chart)
+
+
+def _reduce(prop: dict[str, Any], defs: dict[str, Any], chart: bool = True) -> dict[str, Any]:
+    if "$ref" in prop:  # a nested model or enum; its docstring is no setting's description
+        target = defs[prop["$ref"].split("/")[-1]]
+        prop = {
+            **{k: v for k, v in target.items() if k != "description"},
+            **{k: v for k, v in prop.items() if k != "$ref"},
+        }
+    if "anyOf" in prop:  # Optional[X]: X's keywords, with "null" added to its type
+        options = [_reduce(p, defs, chart) for p in prop["anyOf"]]
+        merged = {k: v for o in options for k, v in o.items() if k != "type"}
+        merged["type"] = [o["type"] for o in options if "type" in o]
+        prop = {**merged, **{k: v for k, v in prop.items() if k != "anyOf"}}
+    out = {k: prop[k] for k in SCHEMA_KEYS if k in prop}
+    if prop.get("format") == "path":
+        out["type"] = "string"
+    if "const" in prop:
+        out["enum"] = [prop["const"]]
+    for key in ("items", "additionalProperties", "propertyNames"):
+        if isinstance(out.get(key), dict):
+            out[key] = _reduce(out[key], defs, chart)
+    if prop.get("type") == "object" and "properties" in prop:  # a nested model
+        out["additionalProperties"] = False
+        out["properties"] = {k: _reduce(v, defs, chart) for k, v in prop["properties"].items()}
+    extra = prop.get("chart")  # a restriction only the chart adds (with its own definitions)
+    if chart and isinstance(extra, dict):
+        extra = _chart_refs(extra)
+        return extra if "$ref" in extra else {**out, **extra}
+    return out
+
+
+def _chart_refs(value: Any) -> Any:
+    """``{"definition": "glob"}`` -> ``{"$ref": "#/definitions/glob"}`` (pydantic would try
+    to resolve a ``$ref`` written in the model itself)."""
+    if isinstance(value, dict):
+        if set(value) == {"definition"}:
+            return {"$ref": f"#/definitions/{value['definition']}"}
+        return {k: _chart_refs(v) for k, v in value.items()}
+    return value
+
+
+BOUNDS = (
+    ("minimum", ">="),
+    ("exclusiveMinimum", ">"),
+    ("maximum", "<="),
+    ("exclusiveMaximum", "<"),
+)
+
+
+def _default_text(info: FieldInfo) -> str:
+    extra = _extra(info)
+    if "default_text" in extra:
+        return str(extra["default_text"])
+    default = info.get_default(call_default_factory=True)
+    if isinstance(default, BaseModel):
+        return "see below" if type(default).model_fields else "{}"
+    if isinstance(default, enum.Enum):
+        default = default.value
+    if isinstance(default, Path):
+        default = str(default)
+    if isinstance(default, list) and default and isinstance(default[0], BaseModel):
+        return f"{len(default)} entry"
+    return f"`{json.dumps(default)}`"
+
+
+def _accepted(model: type[BaseModel], name: str) -> str:
+    schema = field_schema(model, name, chart=False)
+    if "enum" in schema:
+        return ", ".join(json.dumps(v) if v == "" else str(v) for v in schema["enum"])
+    bounds = [f"{op} {schema[key]}" for key, op in BOUNDS if key in schema]
+    if bounds:
+        return " and ".join(bounds)
+    if "pattern" in schema:
+        return f"matches {schema['pattern']}"
+    return ""
+
+
+def reference_table(model: type[BaseModel], env_prefix: str | None = None) -> str:
+    """The Markdown reference of every setting of ``model``, in declaration order; with an
+    ``env_prefix`` the settings also have flags and environment names (the agent's)."""
+    with_flags = env_prefix is not None
+    head = ["key", "flag", "environment"] if with_flags else ["key"]
+    head += ["default", "accepted", "meaning"]
+    rows = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name, info in model.model_fields.items():
+        cells = [f"`{key_of(name, info)}`"]
+        if with_flags:
+            cells.append(f"`{flag_of(name)}`" if has_flag(info) else "file only")
+            envs = env_names(env_prefix or "", name, info)
+            cells.append(", ".join(f"`{e}`" for e in envs))
+        accepted = _accepted(model, name)
+        cells += [_default_text(info), accepted and f"`{accepted}`", info.description or ""]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows) + "\n"
