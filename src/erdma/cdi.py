@@ -5,6 +5,12 @@ name (`aliyun.com/erdma=erdma_0`) instead of by path, so a pod or `docker run --
 knowledge of which `uverbsN` belongs to which device. The spec is built from a DeviceSnapshot
 only (no I/O), which keeps it testable and lets the agent and `erdma cdi generate` share it.
 
+`cdiVersion` is the lowest version that knows every field used: `0.5.0`, because device nodes
+carry `hostPath`. That is also the newest version Podman 4.3 (Debian 12, CDI library 0.5.x)
+loads, so `COMPAT_MAX_VERSION` pins it: a new field that needs a later version must fail a test,
+not silently cut off the oldest engine users run. Each device node carries its type and
+major:minor from sysfs, so engines create the node without stat'ing `hostPath`.
+
 Memory locking cannot be expressed in CDI except through an OCI hook that runs a binary on the
 host, so the spec leaves it to the runtime: `docker run --ulimit memlock=-1`, a pod with
 `IPC_LOCK`, or `LimitMEMLOCK=infinity` on the container runtime's service. `erdma doctor`
@@ -46,6 +52,8 @@ VERSION_GATES: tuple[tuple[str, str], ...] = (
     ("netDevices", "1.1.0"),
 )
 BASE_VERSION = "0.3.0"
+#: the newest cdiVersion every supported engine loads (Podman 4.3 stops at 0.5.0)
+COMPAT_MAX_VERSION = "0.5.0"
 _NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 
 
@@ -171,7 +179,9 @@ def spec_path(output_dir: Path, fmt: str = "yaml") -> Path:
 def write_spec(spec: Mapping[str, Any], output_dir: Path, fmt: str = "yaml") -> Path:
     """Write the spec atomically: a runtime reading the directory sees the old file or the new.
 
-    The temporary file lives in the same directory so the rename never crosses filesystems.
+    The temporary file lives in the same directory so the rename never crosses filesystems, and
+    is named `.<stem>.*.tmp`: engines load only `*.yaml`/`*.json`, so they never parse it, even
+    when a crash leaves it behind. The directory is fsynced so the rename survives a power cut.
     """
     text = render_spec(spec, fmt)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -187,4 +197,18 @@ def write_spec(spec: Mapping[str, Any], output_dir: Path, fmt: str = "yaml") -> 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_dir(output_dir)
     return target
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on a directory; the rename is done anyway
+        pass
+    finally:
+        os.close(fd)

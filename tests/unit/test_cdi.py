@@ -162,6 +162,18 @@ def test_only_erdma_devices_belong_to_the_erdma_kind(tmp_path: Path):
     assert _device(spec, "erdma_0")["containerEdits"]["deviceNodes"][0]["minor"] == 193
 
 
+@pytest.mark.parametrize("name", [v for v in fakehost.VARIANTS if fakehost.variant(v).rdma])
+def test_every_host_gets_a_version_podman_4_3_loads(tmp_path: Path, name: str):
+    fakehost.build(tmp_path, name)
+    try:
+        spec = cdi.build_spec(scan(tmp_path))
+    except cdi.NoDevicesError:
+        return  # a node without eRDMA (lingjun): no spec at all
+    version = tuple(map(int, spec["cdiVersion"].split(".")))
+    assert version <= tuple(map(int, cdi.COMPAT_MAX_VERSION.split(".")))
+    assert cdi.COMPAT_MAX_VERSION == "0.5.0"
+
+
 def test_version_follows_the_newest_field_used():
     base: dict[str, Any] = {"kind": cdi.KIND, "devices": [{"name": "x", "containerEdits": {}}]}
     assert cdi.minimum_version(base) == "0.3.0"
@@ -250,6 +262,27 @@ def test_generate_without_devices_fails_and_writes_nothing(tmp_path: Path):
         result.output
     )
     assert not (tmp_path / "cdi").exists()
+
+
+def test_generate_on_a_node_with_only_other_hcas_names_them(tmp_path: Path):
+    fakehost.build(tmp_path / "host", "lingjun")
+    result = _generate(tmp_path / "host", tmp_path / "cdi")
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1
+    assert "the other RDMA devices here (mlx5_0, mlx5_1, mlx5_2, mlx5_3) are not eRDMA" in (
+        result.output
+    )
+
+
+def test_generate_into_something_not_a_directory_is_one_line(tmp_path: Path):
+    fakehost.build(tmp_path / "host", "default")
+    (tmp_path / "file").write_text("")
+    result = _generate(tmp_path / "host", tmp_path / "file" / "cdi")
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: cannot write the CDI spec to --output-dir '{tmp_path / 'file' / 'cdi'}': "
+        "Not a directory (it must be a writable directory)\n"
+    )
 
 
 def test_writing_an_unknown_format_names_the_choices(tmp_path: Path):

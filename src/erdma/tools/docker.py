@@ -1,42 +1,121 @@
-"""`erdma docker`: the `docker run` flags that give a container eRDMA devices.
+"""`erdma docker`: the `docker run` / `podman run` flags that give a container RDMA devices.
 
 The uverbs node of each device is looked up through discovery (`infiniband_verbs/*/ibdev`),
-never guessed from the device name, because `erdma_1` may well be `uverbs0`.
+never guessed from the device name, because `erdma_1` may well be `uverbs0`. Docker and Podman
+take the same flags (`--device`, `--ulimit`, `--cap-add`, `--net`), so one set serves both and
+`run` only has to pick which CLI to exec.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import click
 
 from erdma.host.devices import scan
-from erdma.host.model import DeviceSnapshot, RdmaDevice
-from erdma.tools.devices import container_paths
+from erdma.host.model import CharDevice, DeviceSnapshot, RdmaDevice
+from erdma.host.sysfs import HostRoot
 
-#: flags every RDMA container needs: memory registration pins pages
-MEMLOCK_FLAGS = ("--ulimit", "memlock=-1", "--cap-add=IPC_LOCK")
+#: the engines `erdma docker run --engine` knows, in the order the default looks for them
+ENGINES = ("docker", "podman")
+#: `docker run` / `podman run` exit with 125 when the error is theirs, not the container's
+ENGINE_ERROR = 125
+UNLIMITED = "unlimited"
+IPC_LOCK_FLAG = "--cap-add=IPC_LOCK"
 HOST_NET_FLAG = "--net=host"
+_MEMLOCK_ACCEPTED = (
+    f"accepted values are {UNLIMITED!r} (or -1), a byte count (8388608, 64M, 1G) "
+    "or SOFT:HARD (8388608:8388608)"
+)
+_SIZE = re.compile(r"^(\d+)([kmgKMG]?)$")
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
-class DeviceSelectionError(click.ClickException):
-    """No device, or a device name the host does not have; the message lists what exists."""
+class BadInput(click.ClickException):
+    """A bad flag value: one line naming the flag, the value and what is accepted."""
 
 
-def select_devices(
-    snapshot: DeviceSnapshot, names: Sequence[str], root: str = "/"
-) -> tuple[RdmaDevice, ...]:
-    """The devices named (in the order given), or every device when no name is given."""
+class DeviceSelectionError(BadInput):
+    """No device, an unknown name, or a missing node; the message says what exists."""
+
+
+# -- memlock ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Memlock:
+    """RLIMIT_MEMLOCK for the container; None is unlimited (`memlock=-1`)."""
+
+    soft: int | None = None
+    hard: int | None = None
+
+    @property
+    def ulimit(self) -> str:
+        if self.soft is None:
+            return "memlock=-1"
+        return f"memlock={self.soft}:{self.hard}"
+
+
+def parse_memlock(text: str) -> Memlock:
+    """`unlimited`/`-1`, `BYTES` (soft = hard) or `SOFT:HARD`, with optional K/M/G suffixes.
+
+    A finite limit exists because raising RLIMIT_MEMLOCK above the daemon's hard limit needs
+    CAP_SYS_RESOURCE, which some hosts (and sandboxes) lack; -1 then fails at container start.
+    """
+    value = text.strip()
+    if value.lower() in (UNLIMITED, "-1"):
+        return Memlock()
+    soft_text, sep, hard_text = value.partition(":")
+    soft, hard = _size(soft_text), _size(hard_text if sep else soft_text)
+    if soft is None or hard is None:
+        raise BadInput(f"invalid --memlock {text!r}: {_MEMLOCK_ACCEPTED}")
+    if soft > hard:
+        raise BadInput(
+            f"invalid --memlock {text!r}: the soft limit {soft} is above the hard limit {hard}"
+        )
+    return Memlock(soft, hard)
+
+
+def _size(text: str) -> int | None:
+    match = _SIZE.match(text.strip())
+    if match is None:
+        return None
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+# -- which devices, which nodes -----------------------------------------------------------
+@dataclass(frozen=True)
+class Selection:
+    """The devices to map, and a note for stderr when the default had to fall back."""
+
+    devices: tuple[RdmaDevice, ...]
+    note: str | None = None
+
+
+def select_devices(snapshot: DeviceSnapshot, names: Sequence[str], root: str = "/") -> Selection:
+    """The devices named (in the order given); without names, the eRDMA devices.
+
+    A node with no eRDMA device but other RDMA HCAs (a Lingjun GPU node with mlx5) gets those,
+    and the note says so: the user documents' `erdma docker run IMAGE` must still do something
+    useful there, but silently mapping other hardware would surprise.
+    """
     present = [d.name for d in snapshot.devices]
     if not present:
         hint = "" if snapshot.modules.erdma_loaded else " (the erdma kernel module is not loaded)"
         raise DeviceSelectionError(f"no RDMA devices found under {root}{hint}")
     if not names:
-        return snapshot.devices
+        if snapshot.erdma_devices:
+            return Selection(snapshot.erdma_devices)
+        note = (
+            f"note: no eRDMA device on this host; mapping the other RDMA devices: "
+            f"{', '.join(present)} (choose with --device)"
+        )
+        return Selection(snapshot.devices, note)
     chosen: list[RdmaDevice] = []
     for name in dict.fromkeys(names):
         device = snapshot.by_name(name)
@@ -45,53 +124,149 @@ def select_devices(
                 f"unknown --device {name!r}: devices present are {', '.join(present)}"
             )
         chosen.append(device)
-    return tuple(chosen)
+    return Selection(tuple(chosen))
 
 
-def docker_args(
-    snapshot: DeviceSnapshot, devices: Sequence[RdmaDevice], host_net: bool = True
+@dataclass(frozen=True)
+class NodePlan:
+    """The char nodes to map (uverbs, then umad/issm, rdma_cm last) and warnings for stderr."""
+
+    nodes: tuple[CharDevice, ...]
+    warnings: tuple[str, ...] = ()
+
+
+def plan_nodes(
+    snapshot: DeviceSnapshot, devices: Sequence[RdmaDevice], *, mad: bool = False, root: str = "/"
+) -> NodePlan:
+    """Which /dev nodes the container gets; a missing uverbs node is an error.
+
+    umad/issm (the management datagram interface: ibstat, the subnet manager) only with `mad`:
+    verbs and RDMA-CM workloads never open them, and each one handed out is one more node a
+    container could misuse. `rdma_cm` is left out with a warning when /dev lacks it, since
+    verbs work without it.
+    """
+    missing = [d for d in devices if not d.uverbs.present]
+    if missing:
+        ok = [d.name for d in devices if d.uverbs.present]
+        first = missing[0]
+        raise DeviceSelectionError(
+            f"device {first.name}: its uverbs node {first.uverbs.path} ({first.uverbs.dev}) "
+            f"is missing under {root} (is ib_uverbs loaded and udev running?); "
+            f"devices with their node: {', '.join(ok) or 'none'}"
+        )
+    nodes = [d.uverbs for d in devices]
+    warnings: list[str] = []
+    if mad:
+        with_mad = [d for d in devices if d.umad or d.issm]
+        if not with_mad:
+            raise DeviceSelectionError(
+                f"--mad: none of {', '.join(d.name for d in devices)} has umad/issm nodes "
+                "(eRDMA and other iWARP devices have none; InfiniBand/RoCE HCAs do)"
+            )
+        for device in devices:
+            if device not in with_mad:
+                warnings.append(f"note: {device.name} has no umad/issm nodes; --mad skips it")
+        mad_nodes = [c for d in with_mad for c in (*d.umad, *d.issm)]
+        absent = [c.path for c in mad_nodes if not c.present]
+        if absent:
+            raise DeviceSelectionError(
+                f"--mad: {', '.join(absent)} missing under {root} (is ib_umad loaded?)"
+            )
+        nodes.extend(mad_nodes)
+    cm = snapshot.rdma_cm
+    if cm is not None and cm.present:
+        nodes.append(cm)
+    elif cm is not None:
+        warnings.append(
+            f"warning: {cm.path} is missing under {root}; left out (RDMA-CM will not work; "
+            "is rdma_ucm loaded?)"
+        )
+    return NodePlan(tuple(dict.fromkeys(nodes)), tuple(warnings))
+
+
+def device_flag(node: CharDevice, root: str = "/") -> str:
+    """`--device=/dev/x`, or `--device=<root>/dev/x:/dev/x` when the nodes live under a root.
+
+    The engine stats the host path to learn major:minor, so the host path must be where the
+    nodes are as the engine sees them: under `--root` (a fixture tree in tests).
+    """
+    host = HostRoot(root).path(node.path)
+    if str(host) == node.path:
+        return f"--device={node.path}"
+    return f"--device={host}:{node.path}"
+
+
+def engine_args(
+    nodes: Sequence[CharDevice],
+    *,
+    root: str = "/",
+    memlock: Memlock | None = None,
+    host_net: bool = True,
 ) -> list[str]:
-    """`--device=` for each char node (uverbs first, rdma_cm last), memlock, caps, host net."""
-    paths = dict.fromkeys(p for d in devices for p in container_paths(d, snapshot))
-    rdma_cm = snapshot.rdma_cm.path if snapshot.rdma_cm else None
-    ordered = sorted(paths, key=lambda p: p == rdma_cm)
-    args = [f"--device={p}" for p in ordered]
-    args.extend(MEMLOCK_FLAGS)
+    """`--device=` for each node, memlock, IPC_LOCK and host networking, in that order."""
+    args = [device_flag(node, root) for node in nodes]
+    args.extend(("--ulimit", (memlock or Memlock()).ulimit, IPC_LOCK_FLAG))
     if host_net:
         args.append(HOST_NET_FLAG)
     return args
 
 
-def missing_nodes(snapshot: DeviceSnapshot, devices: Sequence[RdmaDevice]) -> list[str]:
-    """Char nodes sysfs knows but /dev lacks: `docker run` would fail on them."""
-    chars = [c for d in devices for c in d.char_devices]
-    if snapshot.rdma_cm is not None:
-        chars.append(snapshot.rdma_cm)
-    return sorted({c.path for c in chars if not c.present})
-
-
+# -- the engine ---------------------------------------------------------------------------
 Exec = Callable[[str, list[str]], object]
+Which = Callable[[str], "str | None"]
 
 
 def _execvp(file: str, argv: list[str]) -> object:
-    """Replace this process with docker, so its exit code and terminal are the user's."""
+    """Replace this process with the engine, so its exit code and terminal are the user's."""
     os.execvp(file, argv)
 
 
 @dataclass(frozen=True)
 class DockerExec:
-    """How `erdma docker run` starts docker; tests pass their own (`obj=` of the click context)."""
+    """How `erdma docker run` finds and starts the engine; tests pass their own (`obj=`)."""
 
     exec: Exec = _execvp
+    which: Which = shutil.which
 
 
+def choose_engine(engine: str | None, cli: str | None = None, which: Which = shutil.which) -> str:
+    """The engine asked for, else the one `cli` names, else the first of ENGINES on PATH.
+
+    Docker comes first because the user documents say `docker run`; a host with only Podman
+    (its `podman-docker` shim aside) still works without flags.
+    """
+    if engine is not None:
+        if engine not in ENGINES:
+            raise BadInput(f"invalid --engine {engine!r}: accepted values are {', '.join(ENGINES)}")
+        return engine
+    if cli is not None:
+        return "podman" if "podman" in os.path.basename(cli) else "docker"
+    for name in ENGINES:
+        if which(name):
+            return name
+    raise BadInput(
+        f"no container engine found on PATH (looked for {', '.join(ENGINES)}); "
+        "install one, or pass --engine and --engine-cli PATH"
+    )
+
+
+# -- the commands -------------------------------------------------------------------------
 _common_options = [
     click.option(
         "--device",
         "names",
         multiple=True,
         metavar="IBDEV",
-        help="RDMA device to pass (repeatable), e.g. erdma_0. Default: all devices.",
+        help="RDMA device to pass (repeatable), e.g. erdma_0. Default: the eRDMA devices "
+        "(on a node without any: every RDMA device).",
+    ),
+    click.option("--mad", is_flag=True, help="Also pass umad/issm nodes (InfiniBand/RoCE HCAs)."),
+    click.option(
+        "--memlock",
+        default=UNLIMITED,
+        show_default=True,
+        metavar="LIMIT",
+        help="Locked-memory limit: unlimited, BYTES (64M, 1G) or SOFT:HARD.",
     ),
     click.option(
         "--no-host-net", is_flag=True, help="Leave out --net=host (RDMA-CM may then fail)."
@@ -106,61 +281,116 @@ def _with_common(func: Callable[..., None]) -> Callable[..., None]:
     return func
 
 
-def _resolve(root: str, names: Sequence[str], no_host_net: bool) -> list[str]:
+def _resolve(
+    root: str, names: Sequence[str], mad: bool, memlock: str, no_host_net: bool
+) -> list[str]:
+    limit = parse_memlock(memlock)
     snapshot = scan(root)
-    devices = select_devices(snapshot, names, root)
-    for path in missing_nodes(snapshot, devices):
-        click.echo(f"warning: {path} is missing on this host; docker run will fail", err=True)
-    return docker_args(snapshot, devices, host_net=not no_host_net)
+    selection = select_devices(snapshot, names, root)
+    plan = plan_nodes(snapshot, selection.devices, mad=mad, root=root)
+    for line in (selection.note, *plan.warnings):
+        if line:
+            click.echo(line, err=True)
+    return engine_args(plan.nodes, root=root, memlock=limit, host_net=not no_host_net)
 
 
 @click.group("docker")
 def docker_group() -> None:
-    """Run Docker containers with eRDMA devices."""
+    """Run Docker or Podman containers with RDMA devices."""
 
 
 @docker_group.command("args")
 @_with_common
-def args_command(names: tuple[str, ...], no_host_net: bool, root: str) -> None:
+def args_command(
+    names: tuple[str, ...], mad: bool, memlock: str, no_host_net: bool, root: str
+) -> None:
     """Print the `docker run` flags, shell-quoted: docker run $(erdma docker args) IMAGE."""
-    click.echo(shlex.join(_resolve(root, names, no_host_net)))
+    click.echo(shlex.join(_resolve(root, names, mad, memlock, no_host_net)))
+
+
+class _RunError(click.ClickException):
+    exit_code = ENGINE_ERROR
+
+
+class _RunUsageError(click.UsageError):
+    exit_code = ENGINE_ERROR
+
+
+class _RunCommand(click.Command):
+    """`run` fails like `docker run` does: exit 125 for its own errors, usage ones included."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            raise _RunUsageError(exc.format_message(), exc.ctx) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            raise _RunError(exc.format_message()) from None
 
 
 @docker_group.command(
     "run",
+    cls=_RunCommand,
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @_with_common
-@click.option("--dry-run", is_flag=True, help="Print the docker command instead of running it.")
-@click.option("--docker", "docker_bin", default="docker", show_default=True, help="Docker CLI.")
+@click.option("--dry-run", is_flag=True, help="Print the engine command instead of running it.")
+@click.option(
+    "--engine", default=None, metavar="docker|podman", help="Default: docker, else podman on PATH."
+)
+@click.option("--engine-cli", default=None, metavar="PATH", help="CLI to exec (default: --engine).")
+@click.option("--docker", "docker_cli", default=None, hidden=True)  # before --engine-cli existed
 @click.argument(
-    "docker_run_args", nargs=-1, type=click.UNPROCESSED, metavar="[DOCKER-OPTIONS] IMAGE [CMD]..."
+    "engine_run_args",
+    nargs=-1,
+    type=click.UNPROCESSED,
+    metavar="[--] [ENGINE-OPTIONS] IMAGE [CMD]...",
 )
 @click.pass_context
 def run_command(
     ctx: click.Context,
     names: tuple[str, ...],
+    mad: bool,
+    memlock: str,
     no_host_net: bool,
     root: str,
     dry_run: bool,
-    docker_bin: str,
-    docker_run_args: tuple[str, ...],
+    engine: str | None,
+    engine_cli: str | None,
+    docker_cli: str | None,
+    engine_run_args: tuple[str, ...],
 ) -> None:
-    """Exec `docker run` with the eRDMA flags, then any docker options, IMAGE and CMD.
+    """Exec `docker run` (or `podman run`) with the RDMA flags, then engine options, IMAGE, CMD.
 
-    erdma's own flags come first; everything from the first other argument on is docker's.
+    erdma's own flags come first; everything after `--`, or from the first other argument on,
+    is the engine's. The engine replaces this process: its exit code is the container's.
     """
-    if not docker_run_args:
-        raise click.UsageError("missing IMAGE: erdma docker run [FLAGS] [DOCKER OPTIONS] IMAGE")
-    argv = [docker_bin, "run", *_resolve(root, names, no_host_net), *docker_run_args]
+    runner = ctx.find_object(DockerExec) or DockerExec()
+    if docker_cli is not None and engine_cli is None:
+        engine, engine_cli = engine or "docker", docker_cli
+    try:
+        name = choose_engine(engine, engine_cli, runner.which)
+    except BadInput:
+        if not dry_run or engine is not None:
+            raise
+        name = ENGINES[0]  # nothing is run: print the documented default
+    cli = engine_cli or name
+    if not engine_run_args:
+        raise BadInput(
+            f"missing IMAGE: erdma docker run [FLAGS] [--] [{name.upper()} OPTIONS] IMAGE"
+        )
+    argv = [cli, "run", *_resolve(root, names, mad, memlock, no_host_net), *engine_run_args]
     if dry_run:
         click.echo(shlex.join(argv))
         return
-    runner = ctx.find_object(DockerExec) or DockerExec()
     sys.stdout.flush()
     try:
-        runner.exec(docker_bin, argv)
+        runner.exec(cli, argv)
     except FileNotFoundError:
-        raise click.ClickException(
-            f"{docker_bin!r} not found in PATH; install the Docker CLI or pass --docker"
+        raise BadInput(
+            f"--engine-cli {cli!r} not found in PATH; install {name} or pass --engine-cli PATH"
         ) from None
