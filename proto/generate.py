@@ -73,10 +73,15 @@ def generate(root: Path = PROTO_ROOT) -> dict[Path, bytes]:
 
 
 def write(files: dict[Path, bytes], out: Path) -> None:
-    """Write the generated tree to `out`, removing generated files no .proto produces anymore."""
+    """Write the generated tree to `out`, removing generated files no .proto produces anymore.
+
+    Only protoc's own outputs (`*_pb2.py`, `*_pb2.pyi`, `*_pb2_grpc.py`) are ever removed: the
+    hand-written contract modules beside the stubs (`names.py`, `smcr.py`) must survive.
+    """
     out.mkdir(parents=True, exist_ok=True)
     for old in out.rglob("*.py*"):
-        if old.is_file() and old.relative_to(out) not in files and "__pycache__" not in old.parts:
+        stale = old.is_file() and old.relative_to(out) not in files
+        if stale and old.name.endswith(SUFFIXES) and "__pycache__" not in old.parts:
             old.unlink()
     for rel, content in files.items():
         target = out / rel

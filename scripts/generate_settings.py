@@ -27,6 +27,7 @@ from erdma.agent.config import (
     SharedSelectors,
 )
 from erdma.controller.config import ControllerConfig
+from erdma.dra.config import DraConfig
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "configuration.md"
@@ -36,7 +37,10 @@ HELPERS = CHART / "templates" / "_helpers.tpl"
 CONTROLLER_CONFIG = CHART / "templates" / "controller-config.yaml"
 
 #: the agent-config templates of the chart, and the variables they bind to .Values paths
-AGENT_TEMPLATES = {"erdma.agentConfig": {"$a": "agent"}, "erdma.sharedConfig": {"$s": "sharedRdma"}}
+AGENT_TEMPLATES = {
+    "erdma.agentConfig": {"$a": "agent", "$d": "dra"},
+    "erdma.sharedConfig": {"$s": "sharedRdma"},
+}
 
 
 def doc_regions() -> dict[str, str]:
@@ -44,7 +48,8 @@ def doc_regions() -> dict[str, str]:
         "agent settings": settings.reference_table(AgentConfig, ENV_PREFIX)
         + "\n`nccl` (file only):\n\n" + settings.reference_table(NcclConfig)
         + "\n`sharedResources[]` (file only):\n\n" + settings.reference_table(SharedResourceConfig)
-        + "\n`sharedResources[].selectors`:\n\n" + settings.reference_table(SharedSelectors),
+        + "\n`sharedResources[].selectors`:\n\n" + settings.reference_table(SharedSelectors)
+        + "\n`dra` (file only; [DRA](dra.md)):\n\n" + settings.reference_table(DraConfig),
         "controller settings": settings.reference_table(ControllerConfig),
     }  # fmt: skip
 

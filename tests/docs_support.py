@@ -45,6 +45,7 @@ _EXIT = re.compile(r"^\[exit (\d+)\]$")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _LINK = re.compile(r"\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
 _OPERATORS = frozenset({"|", "||", "&&", ";", "&", "|&"})
+_CODE_SPAN = re.compile(r"`[^`]*`")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -325,7 +326,7 @@ def broken_links(path: Path, root: Path) -> list[str]:
     rel = path.relative_to(root).as_posix()
     problems: list[str] = []
     for number, line in prose_lines(text):
-        for match in _LINK.finditer(line):
+        for match in _LINK.finditer(_CODE_SPAN.sub("``", line)):  # `[a](b)` in code is no link
             target = match.group(1)
             if re.match(r"^[a-z][a-z0-9+.-]*:", target):
                 continue  # http:, https:, mailto:

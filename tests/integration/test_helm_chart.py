@@ -82,6 +82,13 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
         },
         "kube-system",
     ),
+    "regular-dra": (
+        merge(
+            ACCESS_KEY,
+            {"dra": {"enabled": True, "devices": ["erdma_1"], "unhealthy": "taint"}},
+        ),
+        "kube-system",
+    ),
     "local-default-shared-ipv6": (
         {
             "config": {"localERIDiscovery": True},
@@ -206,6 +213,9 @@ def test_objects_live_in_the_release_namespace(case: tuple[str, Rendered]) -> No
             "ClusterRoleBinding",
             "MutatingWebhookConfiguration",
             "ValidatingWebhookConfiguration",
+            "DeviceClass",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
         )
         assert obj["metadata"].get("namespace") == (None if cluster_scoped else out.namespace), (
             where
@@ -358,6 +368,24 @@ def test_cdi_strategy_mounts_the_cdi_spec_dir(rendered: dict[str, Rendered]) -> 
     assert "/var/run/cdi" in {m["mountPath"] for m in mounts}
     default = rendered["regular-auto-driver"].container("DaemonSet", AGENT)["volumeMounts"]
     assert "/var/run/cdi" not in {m["mountPath"] for m in default}
+
+
+def test_dra_settings_reach_the_agent_with_kubelets_plugin_dirs(
+    rendered: dict[str, Rendered], tmp_path: Path
+) -> None:
+    out = rendered["regular-dra"]
+    config = _agent_config(out, AGENT, tmp_path)
+    assert config.dra.enabled and config.dra.devices == ["erdma_1"]
+    assert config.dra.unhealthy == "taint"
+    mounts = {m["mountPath"] for m in out.container("DaemonSet", AGENT)["volumeMounts"]}
+    assert {"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins"} <= mounts
+    assert "/var/run/cdi" in mounts  # per-claim CDI specs
+    assert out.all("DeviceClass") and out.all("ResourceSlice") == []
+    default = rendered["regular-auto-driver"]
+    assert not _agent_config(default, AGENT, tmp_path).dra.enabled
+    assert default.all("DeviceClass") == []
+    off = {m["mountPath"] for m in default.container("DaemonSet", AGENT)["volumeMounts"]}
+    assert "/var/lib/kubelet/plugins_registry" not in off
 
 
 def test_service_monitor_scrapes_the_agents(rendered: dict[str, Rendered]) -> None:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from erdma import settings
 from erdma.cdi import DeviceListStrategy
+from erdma.dra.config import DraConfig
 
 ENV_PREFIX = "ERDMA_"
 FILE_ONLY: dict[str, Any] = {"flag": False}
@@ -268,6 +269,10 @@ class AgentConfig(BaseModel):
     )
     non_host_network_rdma: bool = Field(
         False, alias="nonHostNetworkRdma", description="allow `rdma/hca` for non-hostNetwork pods"
+    )
+    dra: DraConfig = Field(
+        default_factory=DraConfig,
+        description="the DRA driver: `enabled`, `devices`, `unhealthy`, ... (docs/dra.md)",
     )
 
     @field_validator("kubelet_dir")

@@ -8,16 +8,19 @@ loads late reaches kubelet within about a second, without restarting anything.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
-from erdma.agent.config import AgentConfig
+from erdma.agent.config import AgentConfig, ConfigError
 from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy, PreStartHook
 from erdma.agent.events import NodeEvents
 from erdma.agent.exposure import Exposure, by_macs, parse_rules, select
+from erdma.agent.health import device_health
 from erdma.agent.nccl import nccl_env
 from erdma.agent.prepare import Problem, keep_preparing, prepare
 from erdma.agent.regular import prepare_regular_mode
@@ -29,6 +32,7 @@ from erdma.cdi import NoDevicesError, build_spec, write_spec
 from erdma.deviceplugin.lifecycle import Timing
 from erdma.deviceplugin.manager import PluginManager
 from erdma.deviceplugin.plugin import ContainerAllocation, ResourcePlugin
+from erdma.dra import DraDriver, dra_owned
 from erdma.host.devices import scan
 from erdma.host.driver import choose_mode
 from erdma.host.metadata import MetadataClient
@@ -114,6 +118,7 @@ class Agent:
         self.plugins: list[ResourcePlugin] = [*self.shared]
         if ERDMA_RESOURCE in config.resources:
             self.plugins.insert(0, self.erdma)
+        self.dra = self._dra_driver() if config.dra.enabled else None
         self._publish(self.snapshot)
         self.manager = PluginManager(
             self.plugins,
@@ -133,12 +138,40 @@ class Agent:
                 log.error("shared resources overlap; fix sharedResources[].selectors",
                           extra={"reason": str(exc)})  # fmt: skip
             self._overlap = str(exc)
-        self.erdma.update(snapshot)
+        # a device the DRA driver publishes is never also advertised by a device plugin
+        owned = dra_owned(self.config.dra, snapshot.devices)
+        plugins_view = replace(
+            snapshot, devices=tuple(d for d in snapshot.devices if d.name not in owned)
+        )
+        self.erdma.update(plugins_view)
         self._report_health_changes()
         for plugin in self.shared:
-            plugin.update(snapshot)
+            plugin.update(plugins_view)
+        self._publish_dra(snapshot)
         if self.config.device_list_strategy.uses_cdi:
             self._write_cdi_spec(snapshot)
+
+    def _dra_driver(self) -> DraDriver:
+        """The DRA front end on the same snapshot, health rule and NCCL env as the plugins."""
+        if not self.config.node_name:
+            raise ConfigError("dra.enabled needs the node name (NODE_NAME or --node-name)")
+        return DraDriver(
+            self.config.dra,
+            node_name=self.config.node_name,
+            host_root=self.config.host_root,
+            kubelet_dir=self.config.kubelet_dir,
+            cdi_dir=self.config.cdi_spec_dir,
+            client=new_client(self.config.kubeconfig or None),
+            health=device_health,
+            mode=self.mode.value,
+            extra_env=self._nccl_env,
+        )
+
+    def _publish_dra(self, snapshot: DeviceSnapshot) -> None:
+        """Give the DRA driver the snapshot, limited to the eRDMA devices now exposed."""
+        if self.dra is not None:
+            exposed = self.erdma.policy.exposure.select(snapshot.erdma_devices)
+            self.dra.publish(snapshot, exposed={d.name for d in exposed})
 
     def _report_health_changes(self) -> None:
         """A Node Event when an exposed device turns Unhealthy or recovers."""
@@ -297,6 +330,7 @@ class Agent:
         )
         macs = [d.mac for d in device.devices]
         self.erdma.expose(by_macs(macs, f"Regular mode: ERIs {', '.join(macs)}"))
+        self._publish_dra(self.snapshot)
         log.info("exposing the node's ERIs", extra={"macs": macs})
 
     async def _local_instance_id(self) -> None:
@@ -309,6 +343,7 @@ class Agent:
         log.info("local mode device selection", extra={"instance": instance,
                                                        "rule": self.exposure.reason})  # fmt: skip
         self.erdma.expose(self.exposure)
+        self._publish_dra(self.snapshot)
 
     def _background_tasks(self) -> list[SupervisedTask]:
         """The agent's long-lived work. Every task is restarted with backoff when it dies: the
@@ -331,5 +366,8 @@ class Agent:
         if self.config.metrics_port:
             start_http_server(self.config.metrics_port, registry=self.registry)
             log.info("metrics served", extra={"port": self.config.metrics_port})
-        async with self.manager:
+        async with contextlib.AsyncExitStack() as services:
+            await services.enter_async_context(self.manager)
+            if self.dra is not None:
+                await services.enter_async_context(self.dra)
             await self.supervisor.run(stop)

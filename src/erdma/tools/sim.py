@@ -3,7 +3,8 @@
 It builds a fixture host, starts the fake kubelet, runs the real `erdma agent` process against
 both, and narrates what kubelet sees: registration, capacity per NUMA node, an Allocate for a
 sample pod, and health following ports that go down and come back. The `lingjun` variant runs
-the shared `rdma/hca` resource instead of `aliyun/erdma`.
+the shared `rdma/hca` resource instead of `aliyun/erdma`. `--dra` runs the DRA driver instead
+(erdma.tools.sim_dra): ResourceSlice, a claim's allocation, the prepared CDI spec.
 """
 
 from __future__ import annotations
@@ -101,8 +102,20 @@ async def _narrate(node: SimulatedNode, variant: str, resource: str) -> None:
     show_default=True,
     help="Which fixture host to simulate.",
 )
-def sim_command(variant: str) -> None:
+@click.option("--dra", is_flag=True, help="Show the DRA driver: slice, claim, CDI spec.")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="With --dra: publish the slice to this API server (else shown, not sent).",
+)
+def sim_command(variant: str, dra: bool, kubeconfig: str | None) -> None:
     """Run the agent on a simulated node and show what kubelet sees."""
+    if dra:
+        from erdma.tools.sim_dra import run_dra_sim
+
+        asyncio.run(run_dra_sim(variant, kubeconfig))
+        return
     shared = variant == "lingjun"
     resource = SHARED if shared else ERDMA
     args = ["--resources", "shared"] if shared else []

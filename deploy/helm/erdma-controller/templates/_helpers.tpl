@@ -89,6 +89,16 @@ nccl:
   gidIndex: {{ $a.nccl.gidIndex }}
   {{- end }}
   overrides: {{ $a.nccl.overrides | toJson }}
+{{- $d := .Values.dra }}
+dra:
+  enabled: {{ $d.enabled }}
+  driverName: {{ $d.driverName | quote }}
+  deviceKinds: {{ $d.deviceKinds | toJson }}
+  devices: {{ $d.devices | toJson }}
+  unhealthy: {{ $d.unhealthy }}
+  consumableCapacity: {{ $d.consumableCapacity }}
+  slotsPerDevice: {{ $d.slotsPerDevice }}
+  deleteSlicesOnStop: {{ $d.deleteSlicesOnStop }}
 {{- end -}}
 
 {{/* The shared DaemonSet's config file: only the shared plugin. */}}

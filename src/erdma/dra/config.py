@@ -1,0 +1,145 @@
+"""DRA driver settings: the `dra:` block of the agent configuration and of the chart values.
+
+One pydantic model is the source; the agent embeds it as `AgentConfig.dra` and the chart
+renders the same keys. A bad value names its key (`dra.unhealthy`), the value, and what would
+be accepted, like every other agent setting.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from erdma.dra.names import DRIVER_NAME
+from erdma.host.model import RdmaDevice
+
+DeviceKind = Literal["erdma", "mlx5"]
+MLX5_DRIVER = "mlx5_core"
+# a DNS subdomain of at most 63 characters, as ResourceSlice.spec.driver requires
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DRIVER_RE = re.compile(rf"^(?=.{{1,63}}$){_LABEL}(\.{_LABEL})*$")
+
+
+class DraConfigError(ValueError):
+    """A `dra.*` value that cannot be used; the message names the key, value and remedy."""
+
+
+def device_kind(device: RdmaDevice) -> DeviceKind | None:
+    """`erdma` for Alibaba eRDMA, `mlx5` for Mellanox HCAs, None for what DRA never publishes."""
+    if device.is_erdma:
+        return "erdma"
+    if device.driver == MLX5_DRIVER:
+        return "mlx5"
+    return None
+
+
+def _default_kinds() -> list[DeviceKind]:
+    return ["erdma"]
+
+
+class DraConfig(BaseModel):
+    """How the agent's DRA driver publishes and prepares devices (off unless `enabled`)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    enabled: bool = Field(False, description="serve the DRA driver (resource.k8s.io/v1)")
+    driver_name: str = Field(
+        DRIVER_NAME, alias="driverName", description="the driver name in ResourceSlices"
+    )
+    device_kinds: list[DeviceKind] = Field(
+        default_factory=_default_kinds,
+        alias="deviceKinds",
+        description="which kinds of RDMA device the DRA driver publishes",
+    )
+    devices: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description="ibdev name globs the DRA driver takes; the device plugin keeps the rest",
+    )
+    unhealthy: Literal["withdraw", "taint"] = Field(
+        "withdraw",
+        description="an unhealthy device is withdrawn from the slice, or kept with a "
+        "NoSchedule device taint",
+    )
+    consumable_capacity: bool = Field(
+        False,
+        alias="consumableCapacity",
+        description="publish `allowMultipleAllocations` and a `slots` capacity (1.34+)",
+    )
+    slots_per_device: int = Field(
+        200,
+        alias="slotsPerDevice",
+        ge=1,
+        le=10000,
+        description="the `slots` capacity of each device with consumableCapacity",
+    )
+    delete_slices_on_stop: bool = Field(
+        True,
+        alias="deleteSlicesOnStop",
+        description="delete this node's ResourceSlices when the agent stops (uninstall)",
+    )
+
+    @field_validator("driver_name")
+    @classmethod
+    def _driver(cls, value: str) -> str:
+        if not _DRIVER_RE.match(value):
+            raise ValueError(
+                f"{value!r} is not a DRA driver name: use a lowercase DNS subdomain of at most "
+                "63 characters, such as 'erdma.aliyun.com'"
+            )
+        return value
+
+    @field_validator("devices")
+    @classmethod
+    def _globs(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not value or value.count("[") != value.count("]"):
+                raise ValueError(
+                    f"{value!r} is not a valid glob: use ibdev names with *, ? and balanced [...]"
+                )
+        return values
+
+    @field_validator("device_kinds", "devices", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        """Accept the comma-joined form that env variables and flags give."""
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    def owns(self, device: RdmaDevice) -> bool:
+        """Whether the DRA driver publishes `device` (so the device plugin must not)."""
+        if not self.enabled or device_kind(device) not in self.device_kinds:
+            return False
+        return any(fnmatch.fnmatchcase(device.name, glob) for glob in self.devices)
+
+
+def dra_owned(config: DraConfig, devices: Iterable[RdmaDevice]) -> frozenset[str]:
+    """The ibdev names the DRA driver takes: the device plugin leaves exactly these out."""
+    return frozenset(d.name for d in devices if config.owns(d))
+
+
+def split_devices(
+    config: DraConfig, devices: Sequence[RdmaDevice]
+) -> tuple[list[RdmaDevice], list[RdmaDevice]]:
+    """(for DRA, for the device plugin): every device goes to exactly one front end."""
+    dra = [d for d in devices if config.owns(d)]
+    return dra, [d for d in devices if not config.owns(d)]
+
+
+def load_dra_config(values: Mapping[str, Any] | None, key: str = "dra") -> DraConfig:
+    """Validate a `dra:` mapping; errors read `dra.unhealthy='x': ...` with what is accepted."""
+    try:
+        return DraConfig.model_validate(dict(values or {}))
+    except ValidationError as exc:
+        lines = []
+        for item in exc.errors():
+            loc = [str(p) for p in item["loc"]]
+            if loc and loc[0] in DraConfig.model_fields:
+                loc[0] = DraConfig.model_fields[loc[0]].alias or loc[0]
+            where = ".".join([key, *loc])
+            lines.append(f"{where}={item.get('input')!r}: {item['msg']}")
+        raise DraConfigError("invalid DRA configuration: " + "; ".join(lines)) from None

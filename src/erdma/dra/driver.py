@@ -1,0 +1,196 @@
+"""`DraDriver`: the agent's DRA front end, started and stopped with the agent.
+
+The agent feeds it every new DeviceSnapshot through `publish()` (no I/O: it recomputes the
+device list and wakes the slice publisher), exactly as it feeds the device plugins. `start()`
+serves the DRA socket before the registration socket appears, because kubelet calls the plugin
+as soon as it sees the registration; `stop()` removes the registration first for the same
+reason, then withdraws this node's ResourceSlices when `deleteSlicesOnStop` is on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Collection, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import grpc
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.resource_v1 import ResourceClaim
+
+from erdma.aio import AsyncService, SupervisedTask, Supervisor
+from erdma.dra.checkpoint import Checkpoint, ClaimRecord
+from erdma.dra.claimspec import EnvHook
+from erdma.dra.config import DraConfig
+from erdma.dra.devices import DraDevice, HealthCheck, RootOf, inventory, slice_devices
+from erdma.dra.kubeletplugin import DraService, RegistrationService, serve_dra, serve_registration
+from erdma.dra.names import CHECKPOINT_FILE, DRA_SOCKET, PLUGINS_DIR, PLUGINS_REGISTRY_DIR
+from erdma.dra.pcie import pcie_root_or_none
+from erdma.dra.prepare import ClaimPreparer, GetClaim, NodeState
+from erdma.dra.slices import SlicePublisher
+from erdma.host.model import DeviceSnapshot
+
+log = logging.getLogger(__name__)
+
+
+class DraDriver(AsyncService):
+    """The eRDMA DRA driver for one node: ResourceSlice publisher + kubelet DRA plugin."""
+
+    def __init__(
+        self,
+        config: DraConfig,
+        *,
+        node_name: str,
+        host_root: str | Path,
+        kubelet_dir: Path,
+        cdi_dir: Path,
+        client: AsyncClient | None,
+        health: HealthCheck,
+        mode: str = "default",
+        extra_env: EnvHook | None = None,
+        root_of: RootOf | None = None,
+        get_claim: GetClaim | None = None,
+        socket_check_interval: float = 5.0,
+        after_prepare_started: Callable[[ClaimRecord], None] | None = None,
+    ) -> None:
+        """`client` None runs without the API server (no slices), for which `get_claim` must
+        say where claims come from; `after_prepare_started` is a fault-injection hook."""
+        if client is None and get_claim is None:
+            raise ValueError("DraDriver needs a Kubernetes client or a get_claim function")
+        self.config = config
+        self.node_name = node_name
+        self.host_root = Path(host_root)
+        self.client = client
+        self.health = health
+        self.mode = mode
+        self.root_of: RootOf = root_of or partial(pcie_root_or_none, self.host_root)
+        self.plugin_dir = kubelet_dir / PLUGINS_DIR / config.driver_name
+        self.dra_socket = self.plugin_dir / DRA_SOCKET
+        self.registration_socket = (
+            kubelet_dir / PLUGINS_REGISTRY_DIR / f"{config.driver_name}-reg.sock"
+        )
+        self.devices: dict[str, DraDevice] = {}
+        self._snapshot: DeviceSnapshot | None = None
+        self.publisher = SlicePublisher(client, node_name, config.driver_name) if client else None
+        self.preparer = ClaimPreparer(
+            driver=config.driver_name,
+            pool=node_name,
+            cdi_dir=cdi_dir,
+            checkpoint=Checkpoint(self.plugin_dir / CHECKPOINT_FILE),
+            get_claim=get_claim or self._get_claim,
+            state=self._state,
+            extra_env=extra_env,
+            after_started=after_prepare_started,
+        )
+        self.registration = RegistrationService(config.driver_name, self.dra_socket)
+        self._interval = socket_check_interval
+        self._dra_server: grpc.aio.Server | None = None
+        self._reg_server: grpc.aio.Server | None = None
+        self._supervisor: Supervisor | None = None
+
+    # -- the agent's feed -----------------------------------------------------------------
+    def publish(self, snapshot: DeviceSnapshot, exposed: Collection[str] | None = None) -> bool:
+        """Adopt a snapshot; `exposed` limits eRDMA devices as the agent's exposure does.
+
+        Returns True when the published device list changed.
+        """
+        self._snapshot = snapshot
+        devices = inventory(
+            snapshot, self.config, health=self.health, root_of=self.root_of, exposed=exposed
+        )
+        for name in sorted(set(devices) | set(self.devices)):
+            before, after = self.devices.get(name), devices.get(name)
+            if after is None:
+                log.warning("DRA device gone", extra={"device": name})
+            elif before is None or before.healthy != after.healthy:
+                state = "published" if after.healthy else f"unhealthy ({self.config.unhealthy})"
+                log.info(f"DRA device {state}", extra={"device": name, "reason": after.reason})
+        self.devices = devices
+        entries = slice_devices(devices, self.config, self.mode)
+        return self.publisher.set_devices(entries) if self.publisher else False
+
+    def _state(self) -> NodeState:
+        rdma_cm = self._snapshot.rdma_cm if self._snapshot else None
+        return NodeState(self.devices, rdma_cm, self.mode)
+
+    async def _get_claim(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        assert self.client is not None
+        try:
+            claim = await self.client.get(ResourceClaim, name, namespace=namespace)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return None
+            raise
+        return dict(claim.to_dict())
+
+    @property
+    def prepared(self) -> dict[str, ClaimRecord]:
+        return dict(self.preparer.records)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._dra_server = await serve_dra(self.dra_socket, DraService(self.preparer))
+        self._reg_server = await serve_registration(self.registration_socket, self.registration)
+        log.info(
+            "DRA driver serving",
+            extra={
+                "driver": self.config.driver_name,
+                "socket": str(self.dra_socket),
+                "registration": str(self.registration_socket),
+            },
+        )
+        tasks = [SupervisedTask("dra sockets", self._keep_sockets)]
+        if self.publisher is not None:
+            tasks.append(SupervisedTask("dra slices", self.publisher.run))
+        self._supervisor = Supervisor(tasks, log)
+        await self._supervisor.start()
+
+    async def _keep_sockets(self) -> None:
+        """Bring a socket back if kubelet's directories were wiped (kubelet reinstall)."""
+        while True:
+            await asyncio.sleep(self._interval)
+            if not self.dra_socket.exists() and self._dra_server is not None:
+                log.warning(
+                    "DRA socket vanished; serving it again", extra={"socket": str(self.dra_socket)}
+                )
+                await self._dra_server.stop(None)
+                self._dra_server = await serve_dra(self.dra_socket, DraService(self.preparer))
+            if not self.registration_socket.exists() and self._reg_server is not None:
+                log.warning(
+                    "DRA registration socket vanished; registering again",
+                    extra={"socket": str(self.registration_socket)},
+                )
+                await self._reg_server.stop(None)
+                self._reg_server = await serve_registration(
+                    self.registration_socket, self.registration
+                )
+
+    async def wait_published(self, timeout: float = 10.0) -> None:
+        """Until the latest device list is in the API server (tests, `erdma sim --dra`)."""
+        assert self.publisher is not None, "no Kubernetes client: nothing is published"
+        await asyncio.wait_for(self.publisher.synced.wait(), timeout)
+
+    async def stop(self) -> None:
+        if self._supervisor is not None:
+            await self._supervisor.stop()
+            self._supervisor = None
+        if self._reg_server is not None:
+            await self._reg_server.stop(None)
+            self._reg_server = None
+        self.registration_socket.unlink(missing_ok=True)
+        if self._dra_server is not None:
+            await self._dra_server.stop(1.0)
+            self._dra_server = None
+        self.dra_socket.unlink(missing_ok=True)
+        if self.publisher is not None and self.config.delete_slices_on_stop:
+            try:
+                await self.publisher.delete_all()
+            except (ApiError, OSError) as exc:
+                log.error(
+                    "ResourceSlices of this node not deleted; kubelet removes them when "
+                    "the driver stays unregistered",
+                    extra={"error": str(exc)},
+                )

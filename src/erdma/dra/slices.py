@@ -1,0 +1,200 @@
+"""Publishing this node's ResourceSlice: one pool per node, server-side apply, owned by the Node.
+
+The slice is named `<node>-<driver>` so server-side apply can always address it; the pool is
+the node name, and `pool.generation` grows by one on every change of the device list (and once
+per agent start, since the previous content is not trusted), which tells the scheduler to drop
+older slices of the pool. The owner reference to the Node lets the garbage collector remove the
+slice with the Node. Every list and delete is filtered by `spec.nodeName` and `spec.driver`, so
+the driver never touches another node's or another driver's slices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.core_v1 import Node
+from lightkube.resources.resource_v1 import ResourceSlice
+
+from erdma.aio import Backoff
+from erdma.dra.names import MAX_DEVICES_PER_SLICE
+
+log = logging.getLogger(__name__)
+
+FIELD_MANAGER = "erdma-dra-driver"
+API_VERSION = "resource.k8s.io/v1"
+
+
+def slice_name(node: str, driver: str) -> str:
+    """`<node>-<driver>`, shortened with a hash when it would pass the 253-character limit."""
+    name = f"{node}-{driver}"
+    if len(name) <= 253:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{node[: 253 - len(driver) - 12]}-{digest}-{driver}"
+
+
+def build_slice(
+    node: str, node_uid: str, driver: str, generation: int, devices: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The whole ResourceSlice this driver wants for `node` (what server-side apply sends)."""
+    if len(devices) > MAX_DEVICES_PER_SLICE:
+        raise ValueError(
+            f"{len(devices)} devices on node {node!r}: one ResourceSlice holds at most "
+            f"{MAX_DEVICES_PER_SLICE}"
+        )
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceSlice",
+        "metadata": {
+            "name": slice_name(node, driver),
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "name": node,
+                    "uid": node_uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+            "devices": [dict(d) for d in devices],
+        },
+    }
+
+
+class SlicePublisher:
+    """Keeps this node's slice equal to the latest device list, retrying with backoff.
+
+    `set_devices` is cheap and synchronous (called from the agent's rescan); `run` does the API
+    calls, coalescing bursts of changes into one apply.
+    """
+
+    def __init__(self, client: AsyncClient, node: str, driver: str) -> None:
+        if not node:
+            raise ValueError("nodeName is empty: the DRA driver needs this node's name (NODE_NAME)")
+        self.client = client
+        self.node = node
+        self.driver = driver
+        self.name = slice_name(node, driver)
+        self.generation = 0
+        self.applied: list[dict[str, Any]] | None = None
+        self._wanted: list[dict[str, Any]] | None = None
+        self._node_uid: str | None = None
+        self._changed = asyncio.Event()
+        self.synced = asyncio.Event()
+
+    def set_devices(self, devices: Sequence[Mapping[str, Any]]) -> bool:
+        """Adopt a new device list; True when it differs from the last one asked for."""
+        wanted = [dict(d) for d in devices]
+        if wanted == self._wanted:
+            return False
+        self._wanted = wanted
+        self.synced.clear()
+        self._changed.set()
+        return True
+
+    async def run(self) -> None:
+        """Apply every change, forever; failures are logged and retried with backoff."""
+        backoff = Backoff(initial=0.2, maximum=30.0)
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            try:
+                await self.sync_once()
+                backoff.reset()
+            except ApiError as exc:
+                self._changed.set()
+                delay = backoff.next_delay()
+                log.warning(
+                    f"ResourceSlice {self.name} not published; retrying in {delay:.2g}s",
+                    extra={"error": f"{exc.status.code}: {exc.status.message}"},
+                )
+                await asyncio.sleep(delay)
+            except (OSError, LookupError) as exc:
+                self._changed.set()
+                delay = backoff.next_delay()
+                log.warning(
+                    f"ResourceSlice {self.name} not published; retrying in {delay:.2g}s",
+                    extra={"error": f"{type(exc).__name__}: {exc}"},
+                )
+                await asyncio.sleep(delay)
+
+    async def sync_once(self) -> None:
+        """Apply the wanted devices now (no-op when already applied)."""
+        wanted = self._wanted
+        if wanted is None or wanted == self.applied:
+            self.synced.set()
+            return
+        if self._node_uid is None:
+            self._node_uid = await self._node_uid_now()
+            self.generation = await self._current_generation()
+        self.generation += 1
+        body = build_slice(self.node, self._node_uid, self.driver, self.generation, wanted)
+        obj = cast(ResourceSlice, ResourceSlice.from_dict(body))
+        await self.client.apply(obj, field_manager=FIELD_MANAGER, force=True)
+        await self._delete_others()
+        self.applied = wanted
+        log.info(
+            "ResourceSlice published",
+            extra={
+                "slice": self.name,
+                "generation": self.generation,
+                "devices": [d["name"] for d in wanted],
+            },
+        )
+        if self._wanted == wanted:
+            self.synced.set()
+
+    async def _node_uid_now(self) -> str:
+        try:
+            node = await self.client.get(Node, self.node)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                raise LookupError(f"Node {self.node!r} does not exist (yet)") from None
+            raise
+        assert node.metadata is not None and node.metadata.uid is not None
+        return node.metadata.uid
+
+    async def own_slices(self) -> list[ResourceSlice]:
+        """This node's slices of this driver, whatever their name."""
+        fields: dict[str, Any] = {"spec.nodeName": self.node, "spec.driver": self.driver}
+        return [s async for s in self.client.list(ResourceSlice, fields=fields)]
+
+    async def _current_generation(self) -> int:
+        generations = [s.spec.pool.generation for s in await self.own_slices()]
+        return max(generations, default=0)
+
+    async def _delete_others(self) -> None:
+        """Slices of this node and driver under another name (another naming, a crash)."""
+        for stale in await self.own_slices():
+            name = stale.metadata.name if stale.metadata else None
+            if name and name != self.name:
+                await self._delete(name)
+
+    async def delete_all(self) -> list[str]:
+        """Withdraw every slice of this node and driver (agent uninstall); returns the names."""
+        names = [s.metadata.name for s in await self.own_slices() if s.metadata and s.metadata.name]
+        for name in names:
+            await self._delete(name)
+        self.applied = None
+        self._node_uid = None
+        if names:
+            log.info("ResourceSlices deleted", extra={"slices": names})
+        return names
+
+    async def _delete(self, name: str) -> None:
+        try:
+            await self.client.delete(ResourceSlice, name)
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise

@@ -1,0 +1,169 @@
+"""A fake kubelet DRA manager: the real plugin-watcher registration and DRA protos on sockets.
+
+It watches `<kubelet>/plugins_registry/` the way kubelet's plugin watcher does, calls
+pluginregistration v1 GetInfo on every new socket, validates the answer as kubelet does (type
+DRAPlugin, a DNS-subdomain driver name, an endpoint that accepts connections, a DRA service it
+knows), reports the verdict with NotifyRegistrationStatus, and then calls NodePrepareResources
+/ NodeUnprepareResources on the endpoint with the newest service both sides know. `api`
+pins the kubelet's own version ("v1beta1" plays kubelet 1.32-1.33). `restart()` forgets every
+plugin and re-reads the directory, as a restarted kubelet does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import grpc
+
+from erdma.aio import AsyncService
+from erdma.api.dra.v1 import api_pb2 as v1
+from erdma.api.dra.v1 import api_pb2_grpc as v1_grpc
+from erdma.api.dra.v1beta1 import api_pb2 as v1beta1
+from erdma.api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from erdma.api.pluginregistration.v1 import api_pb2 as reg
+from erdma.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+
+Api = Literal["auto", "v1", "v1beta1"]
+SERVICES = {"v1": "v1.DRAPlugin", "v1beta1": "v1beta1.DRAPlugin"}
+_DRIVER_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass
+class DraPlugin:
+    """One registered DRA driver as the fake kubelet holds it."""
+
+    name: str
+    endpoint: str
+    version: str
+    registration_socket: Path
+    channel: grpc.aio.Channel
+    stub: Any
+
+
+@dataclass
+class FakeDraKubelet(AsyncService):
+    kubelet_dir: Path
+    api: Api = "auto"
+    poll: float = 0.05
+    plugins: dict[str, DraPlugin] = field(default_factory=dict)
+    refusals: list[tuple[str, str]] = field(default_factory=list)
+    _seen: set[Path] = field(default_factory=set)
+    _task: asyncio.Task[None] | None = None
+    _tick: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def registry_dir(self) -> Path:
+        return self.kubelet_dir / "plugins_registry"
+
+    async def start(self) -> None:
+        self.registry_dir.mkdir(parents=True, exist_ok=True)
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for plugin in self.plugins.values():
+            await plugin.channel.close()
+        self.plugins.clear()
+        self._seen.clear()
+
+    async def restart(self) -> None:
+        """Forget everything and re-read the directory, as a restarted kubelet does."""
+        await self.stop()
+        await self.start()
+
+    async def _watch(self) -> None:
+        while True:
+            present = {p for p in self.registry_dir.glob("*.sock") if p.is_socket()}
+            for gone in self._seen - present:
+                self._seen.discard(gone)
+                for name, plugin in list(self.plugins.items()):
+                    if plugin.registration_socket == gone:
+                        await plugin.channel.close()
+                        del self.plugins[name]
+            for new in sorted(present - self._seen):
+                self._seen.add(new)
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    await self._register(new)
+            self._tick.set()
+            self._tick.clear()
+            await asyncio.sleep(self.poll)
+
+    async def _register(self, path: Path) -> None:
+        async with grpc.aio.insecure_channel(f"unix://{path}") as channel:
+            stub = reg_grpc.RegistrationStub(channel)
+            info = await stub.GetInfo(reg.InfoRequest(), timeout=5)
+            error, version = self._validate(info)
+            await stub.NotifyRegistrationStatus(
+                reg.RegistrationStatus(plugin_registered=not error, error=error), timeout=5
+            )
+        if error:
+            self.refusals.append((info.name, error))
+            return
+        dra = grpc.aio.insecure_channel(f"unix://{info.endpoint}")
+        module = v1_grpc if version == "v1" else v1beta1_grpc
+        self.plugins[info.name] = DraPlugin(
+            info.name, info.endpoint, version, path, dra, module.DRAPluginStub(dra)
+        )
+
+    def _validate(self, info: Any) -> tuple[str, str]:
+        if info.type != "DRAPlugin":
+            return f"plugin type {info.type!r} is not DRAPlugin", ""
+        if len(info.name) > 63 or not _DRIVER_RE.match(info.name):
+            return f"driver name {info.name!r} is not a DNS subdomain", ""
+        if not _accepts(info.endpoint):
+            return f"endpoint {info.endpoint!r} does not accept connections", ""
+        wanted = ["v1", "v1beta1"] if self.api == "auto" else [self.api]
+        for version in wanted:
+            if SERVICES[version] in info.supported_versions:
+                return "", version
+        offered = list(info.supported_versions)
+        return f"none of the services {offered} is known to this kubelet ({wanted})", ""
+
+    async def wait_registered(self, driver: str, timeout: float = 10.0) -> DraPlugin:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while driver not in self.plugins:
+            if loop.time() > deadline:
+                raise TimeoutError(
+                    f"fake kubelet: DRA driver {driver!r} not registered within {timeout}s "
+                    f"(refused: {self.refusals})"
+                )
+            await asyncio.sleep(self.poll)
+        return self.plugins[driver]
+
+    def _pb(self, driver: str) -> Any:
+        return v1 if self.plugins[driver].version == "v1" else v1beta1
+
+    async def prepare(self, driver: str, claims: list[tuple[str, str, str]]) -> Any:
+        """NodePrepareResources for (namespace, uid, name) claims; the response as received."""
+        pb = self._pb(driver)
+        request = pb.NodePrepareResourcesRequest(
+            claims=[pb.Claim(namespace=ns, uid=uid, name=name) for ns, uid, name in claims]
+        )
+        return await self.plugins[driver].stub.NodePrepareResources(request, timeout=10)
+
+    async def unprepare(self, driver: str, claims: list[tuple[str, str, str]]) -> Any:
+        pb = self._pb(driver)
+        request = pb.NodeUnprepareResourcesRequest(
+            claims=[pb.Claim(namespace=ns, uid=uid, name=name) for ns, uid, name in claims]
+        )
+        return await self.plugins[driver].stub.NodeUnprepareResources(request, timeout=10)
+
+
+def _accepts(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+    return True

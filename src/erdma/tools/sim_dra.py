@@ -1,0 +1,123 @@
+"""`erdma sim --dra`: the DRA driver on a fixture host, narrated step by step.
+
+It builds the fixture host, starts the real `DraDriver` and the fake kubelet (plugin-watcher
+registration and the DRA v1 proto over unix sockets), shows the ResourceSlice (sent to the API
+server of `--kubeconfig` when given, else only computed), plays the scheduler for a one-NIC
+claim aligned with the first GPU's PCIe root when there are GPUs, prepares it, prints the
+per-claim CDI spec kubelet's runtime would inject, and unprepares it.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Node
+
+from erdma.agent.config import NcclConfig
+from erdma.agent.health import device_health
+from erdma.agent.nccl import nccl_env
+from erdma.dra import DraConfig, DraDriver, pcie_root_or_none
+from erdma.dra.devices import slice_devices
+from erdma.dra.names import DRIVER_NAME
+from erdma.dra.slices import build_slice
+from erdma.host.devices import scan
+from erdma.host.driver import choose_mode
+from erdma.kube.client import new_client
+from erdma.sim import fakehost
+from erdma.sim.dra_kubelet import FakeDraKubelet
+
+NODE = "sim-node"
+
+
+def _say(text: str = "") -> None:
+    click.echo(text)
+
+
+def _claim(uid: str, device: str) -> dict[str, Any]:
+    """The claim as kube-scheduler leaves it (status.allocation.devices.results)."""
+    result = {"request": "nic", "driver": DRIVER_NAME, "pool": NODE, "device": device}
+    return {
+        "metadata": {"name": "nic", "namespace": "default", "uid": uid},
+        "status": {"allocation": {"devices": {"results": [result]}}},
+    }
+
+
+async def _ensure_node(client: AsyncClient) -> None:
+    """The simulated node's Node object, the slice's owner."""
+    try:
+        await client.create(Node(metadata=ObjectMeta(name=NODE)))
+    except ApiError as exc:
+        if exc.status.code != 409:
+            raise
+
+
+async def run_dra_sim(variant: str, kubeconfig: str | None) -> None:
+    with tempfile.TemporaryDirectory(prefix="erdma-sim-dra-", dir="/tmp") as tmp:
+        root = Path(tmp)
+        host = fakehost.build(root / "host", variant)
+        snapshot = scan(host.root)
+        mode, why = choose_mode("", snapshot.gpus)
+        client = new_client(kubeconfig) if kubeconfig else None
+        claims: dict[tuple[str, str], dict[str, Any]] = {}
+
+        async def get_claim(namespace: str, name: str) -> dict[str, Any] | None:
+            return claims.get((namespace, name))
+
+        driver = DraDriver(
+            DraConfig(enabled=True, device_kinds=["erdma", "mlx5"]),
+            node_name=NODE, host_root=host.root, kubelet_dir=root / "kubelet",
+            cdi_dir=root / "cdi", client=client, health=device_health, mode=mode.value,
+            get_claim=get_claim,
+            extra_env=lambda ds: nccl_env(ds, mode, NcclConfig()).envs,
+        )  # fmt: skip
+        driver.publish(snapshot)
+        _say(f"== fixture host ({variant}), driver mode {mode.value} ({why})")
+        devices = slice_devices(driver.devices, driver.config, mode.value)
+        body = build_slice(NODE, "<node uid>", DRIVER_NAME, 1, devices)
+        if client is not None:
+            await _ensure_node(client)
+        async with FakeDraKubelet(root / "kubelet") as kubelet, driver:
+            plugin = await kubelet.wait_registered(DRIVER_NAME)
+            _say(
+                f"\n== kubelet: {DRIVER_NAME} registered (DRA {plugin.version}, {plugin.endpoint})"
+            )
+            if client is not None:
+                await driver.wait_published()
+                _say(f"\n== ResourceSlice {body['metadata']['name']} applied to the API server")
+            else:
+                _say("\n== ResourceSlice (no --kubeconfig: computed, not sent)")
+            _say(f"   driver {DRIVER_NAME}, pool {json.dumps(body['spec']['pool'])}")
+            for device in devices:
+                attrs = ", ".join(
+                    f"{k}={next(iter(v.values()))}" for k, v in device["attributes"].items()
+                )
+                _say(f"   {device['name']}: {attrs}")
+            if not devices:
+                _say("\nno devices to allocate on this host")
+                return
+            gpu_roots = [pcie_root_or_none(host.root, g.pci_address) for g in snapshot.gpus]
+            chosen = next(
+                (n for n, d in sorted(driver.devices.items()) if d.pcie_root in gpu_roots[:1]),
+                devices[0]["name"],
+            )
+            uid = str(uuid.uuid4())
+            claims[("default", "nic")] = _claim(uid, chosen)
+            _say(f"\n== scheduler allocates claim default/nic: {chosen}")
+            response = await kubelet.prepare(DRIVER_NAME, [("default", uid, "nic")])
+            result = response.claims[uid]
+            _say(f"   NodePrepareResources: {list(result.devices[0].cdi_device_ids)} "
+                 f"{result.error}")  # fmt: skip
+            spec_path = Path(driver.prepared[uid].spec_file)
+            _say(f"\n== CDI spec {spec_path.name}\n{spec_path.read_text()}")
+            await kubelet.unprepare(DRIVER_NAME, [("default", uid, "nic")])
+            _say(f"== NodeUnprepareResources: spec removed: {not spec_path.exists()}")
+        if client is not None:
+            await client.close()

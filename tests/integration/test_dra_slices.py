@@ -1,0 +1,202 @@
+"""ResourceSlice publishing against a real API server (kube-testserver, resource.k8s.io/v1).
+
+Proves what the scheduler and the cluster rely on: one slice per node by server-side apply
+(our field manager), owned by the Node, pool = node name with a generation that grows on every
+change, attributes a DeviceClass can select on, the standard pcieRoot equal to a GPU's on the
+same root, unhealthy devices withdrawn or tainted and back when healed, other nodes' and other
+drivers' slices never touched, and this node's slices deleted when the driver stops.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lightkube import AsyncClient, KubeConfig
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Node
+from lightkube.resources.resource_v1 import ResourceSlice
+
+from erdma.dra import DraConfig, pcie_root
+from erdma.dra.names import DRIVER_NAME, PCIE_ROOT_ATTRIBUTE
+from erdma.dra.slices import FIELD_MANAGER
+from erdma.host.devices import scan
+from erdma.sim import fakehost
+from tests.fakes.kubeapi import KubeApiServer
+from tests.integration.dra_support import new_driver
+
+pytest_plugins = ["tests.integration.conftest_kubeapi"]
+
+
+@pytest.fixture
+async def k8s(kube_api: KubeApiServer) -> AsyncIterator[AsyncClient]:
+    client = AsyncClient(KubeConfig.from_file(kube_api.kubeconfig), field_manager="test")
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def node(k8s: AsyncClient) -> AsyncIterator[str]:
+    name = f"dra-{uuid.uuid4().hex[:8]}"
+    await k8s.create(Node(metadata=ObjectMeta(name=name)))
+    yield name
+    await k8s.delete(Node, name)
+    async for s in k8s.list(ResourceSlice, fields={"spec.nodeName": name}):
+        assert s.metadata is not None and s.metadata.name
+        await k8s.delete(ResourceSlice, s.metadata.name)
+
+
+def gpu_host(root: Path) -> fakehost.FakeHost:
+    """eRDMA on roots pci0000:00 and pci0000:80, one GPU behind each of the same roots."""
+    spec = replace(fakehost.erdma_node(), gpus=(("0000:00:08.0", 0), ("0000:80:08.0", 1)))
+    return fakehost.build(root / "host", spec)
+
+
+async def slices_of(k8s: AsyncClient, node: str, driver: str = DRIVER_NAME) -> list[dict]:
+    fields: dict[str, Any] = {"spec.nodeName": node, "spec.driver": driver}
+    return [s.to_dict() async for s in k8s.list(ResourceSlice, fields=fields)]
+
+
+def by_name(slice_: dict) -> dict[str, dict]:
+    return {d["name"]: d for d in slice_["spec"]["devices"]}
+
+
+async def test_one_slice_per_node_applied_and_owned_by_the_node(short_root, k8s, node):
+    host = gpu_host(short_root)
+    async with new_driver(short_root, host, client=k8s, node=node) as driver:
+        await driver.wait_published()
+        (got,) = await slices_of(k8s, node)
+        node_uid = (await k8s.get(Node, node)).metadata.uid
+    meta, spec = got["metadata"], got["spec"]
+    assert meta["name"] == f"{node}-{DRIVER_NAME}"
+    assert meta["ownerReferences"][0] == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": node,
+        "uid": node_uid,
+        "controller": True,
+    }
+    assert any(
+        m["manager"] == FIELD_MANAGER and m["operation"] == "Apply" for m in meta["managedFields"]
+    )
+    assert spec["pool"] == {"name": node, "generation": 1, "resourceSliceCount": 1}
+    assert spec["driver"] == DRIVER_NAME and spec["nodeName"] == node
+    erdma0 = by_name(got)["erdma-0"]["attributes"]
+    assert erdma0["kind"] == {"string": "erdma"} and erdma0["ibdev"] == {"string": "erdma_0"}
+    assert erdma0["netdev"] == {"string": "eth1"} and erdma0["numaNode"] == {"int": 0}
+    assert erdma0["mac"] == {"string": "00:16:3e:2f:37:75"}
+    assert erdma0["driverMode"] == {"string": "default"}
+    assert erdma0["linkState"] == {"string": "ACTIVE"} and "pnetid" in erdma0
+
+
+async def test_pcie_root_matches_the_gpu_on_the_same_root(short_root, k8s, node):
+    host = gpu_host(short_root)
+    async with new_driver(short_root, host, client=k8s, node=node) as driver:
+        await driver.wait_published()
+        (got,) = await slices_of(k8s, node)
+    devices = by_name(got)
+    roots = {n: d["attributes"][PCIE_ROOT_ATTRIBUTE]["string"] for n, d in devices.items()}
+    gpu0, gpu1 = (pcie_root(host.root, gpu.pci_address) for gpu in scan(host.root).gpus)
+    assert roots == {"erdma-0": gpu0, "erdma-1": gpu1}
+    assert (gpu0, gpu1) == ("pci0000:00", "pci0000:80")
+
+
+async def test_unhealthy_device_is_withdrawn_and_comes_back(short_root, k8s, node):
+    host = gpu_host(short_root)
+    async with new_driver(short_root, host, client=k8s, node=node) as driver:
+        await driver.wait_published()
+        host.set_port_state("erdma_1", False)
+        assert driver.publish(scan(host.root))
+        await driver.wait_published(2.0)  # well within one rescan round of the agent
+        (down,) = await slices_of(k8s, node)
+        assert not driver.publish(scan(host.root))  # nothing changed: no new generation
+        host.set_port_state("erdma_1", True)
+        driver.publish(scan(host.root))
+        await driver.wait_published(2.0)
+        (healed,) = await slices_of(k8s, node)
+    assert sorted(by_name(down)) == ["erdma-0"] and down["spec"]["pool"]["generation"] == 2
+    assert sorted(by_name(healed)) == ["erdma-0", "erdma-1"]
+    assert healed["spec"]["pool"]["generation"] == 3
+
+
+async def test_taint_mode_keeps_the_device_with_a_noschedule_taint(short_root, k8s, node):
+    host = gpu_host(short_root)
+    host.set_port_state("erdma_0", False)
+    config = DraConfig(enabled=True, unhealthy="taint")
+    async with new_driver(short_root, host, client=k8s, node=node, config=config) as driver:
+        await driver.wait_published()
+        (got,) = await slices_of(k8s, node)
+    devices = by_name(got)
+    (taint,) = devices["erdma-0"]["taints"]
+    assert (taint["key"], taint["value"], taint["effect"]) == (
+        f"{DRIVER_NAME}/unhealthy",
+        "LinkDown",
+        "NoSchedule",
+    )
+    assert "taints" not in devices["erdma-1"]
+
+
+async def test_consumable_capacity_publishes_shareable_slots(short_root, k8s, node):
+    host = gpu_host(short_root)
+    config = DraConfig(enabled=True, consumable_capacity=True, slots_per_device=200)
+    async with new_driver(short_root, host, client=k8s, node=node, config=config) as driver:
+        await driver.wait_published()
+        (got,) = await slices_of(k8s, node)
+    device = by_name(got)["erdma-0"]
+    assert device["allowMultipleAllocations"] is True
+    assert device["capacity"]["slots"]["value"] == "200"
+    assert device["capacity"]["slots"]["requestPolicy"]["validRange"] == {"min": "1", "max": "200"}
+
+
+async def test_stop_deletes_only_this_nodes_slices_and_restart_continues_generation(
+    short_root, k8s, node
+):
+    host = gpu_host(short_root)
+    other_node = {"name": "someone-else", "generation": 7, "resourceSliceCount": 1}
+    foreign: list[Any] = [
+        ResourceSlice.from_dict(
+            {
+                "metadata": {"name": f"{node}-other"},
+                "spec": {
+                    "driver": "gpu.example.com",
+                    "nodeName": node,
+                    "devices": [],
+                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                },
+            }
+        ),
+        ResourceSlice.from_dict(
+            {
+                "metadata": {"name": f"x-{node}"},
+                "spec": {
+                    "driver": DRIVER_NAME,
+                    "nodeName": "someone-else",
+                    "devices": [],
+                    "pool": other_node,
+                },
+            }
+        ),
+    ]
+    for obj in foreign:
+        await k8s.create(obj)
+    try:
+        keep = DraConfig(enabled=True, delete_slices_on_stop=False)
+        async with new_driver(short_root, host, client=k8s, node=node, config=keep) as first:
+            await first.wait_published()
+        (kept,) = await slices_of(k8s, node)
+        async with new_driver(short_root, host, client=k8s, node=node) as second:
+            await second.wait_published()
+            (again,) = await slices_of(k8s, node)
+        assert kept["spec"]["pool"]["generation"] == 1
+        assert again["spec"]["pool"]["generation"] == 2
+        assert await slices_of(k8s, node) == []
+        assert len(await slices_of(k8s, node, "gpu.example.com")) == 1
+        (untouched,) = await slices_of(k8s, "someone-else")
+        assert untouched["spec"]["pool"] == other_node
+    finally:
+        for obj in foreign:
+            await k8s.delete(ResourceSlice, obj.metadata.name)
