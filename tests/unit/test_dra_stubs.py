@@ -55,3 +55,11 @@ def test_the_two_versions_are_the_same_on_the_wire():
     )
     old = v1beta1.NodePrepareResourcesResponse.FromString(answer.SerializeToString())
     assert old.claims["uid-1"].devices[0].cdi_device_ids == ["k=v"]
+
+
+def test_v1_device_carries_the_share_id_of_consumable_capacity():
+    """Upstream k8s.io/kubelet/pkg/apis/dra/v1 adds `optional string share_id = 5` to Device
+    (1.34, consumable capacity); v1beta1 has no such field."""
+    field = v1.Device.DESCRIPTOR.fields_by_name["share_id"]
+    assert field.number == 5 and field.has_presence
+    assert "share_id" not in v1beta1.Device.DESCRIPTOR.fields_by_name
