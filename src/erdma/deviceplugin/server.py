@@ -12,7 +12,9 @@ import os
 import re
 import socket
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -70,6 +72,34 @@ def _accepts_connections(path: Path) -> bool:
     return True
 
 
+async def serve_unix_socket(
+    path: Path, servicers: Sequence[tuple[Callable[[Any, Any], None], Any]], what: str
+) -> grpc.aio.Server:
+    """A started grpc.aio server on a fresh unix socket (mode 0600), checked to accept.
+
+    `servicers` are (add_XServicer_to_server, servicer) pairs; `what` names the socket in
+    errors. Kubelet dials the socket the moment it appears, so a server that bound but does
+    not accept is stopped and its socket removed rather than left half-started.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    server = grpc.aio.server()
+    for add, servicer in servicers:
+        add(servicer, server)
+    try:
+        if server.add_insecure_port(f"unix://{path}") == 0:
+            raise OSError(f"cannot bind {what} socket {path}")
+        await server.start()
+        os.chmod(path, SOCKET_MODE)
+        if not _accepts_connections(path):
+            raise OSError(f"{what} socket {path} does not accept connections")
+    except BaseException:
+        await server.stop(None)
+        path.unlink(missing_ok=True)
+        raise
+    return server
+
+
 class PluginServer:
     """A grpc.aio server for one servicer, bound to a new socket on every `start()`."""
 
@@ -97,19 +127,8 @@ class PluginServer:
         self._dir.mkdir(parents=True, exist_ok=True)
         remove_stale_sockets(self._dir, self._stem)
         path = self._dir / self._next_name()
-        server = grpc.aio.server()
-        pb_grpc.add_DevicePluginServicer_to_server(self._servicer, server)
-        try:
-            if server.add_insecure_port(f"unix://{path}") == 0:
-                raise OSError(f"cannot bind device-plugin socket {path}")
-            await server.start()
-            os.chmod(path, SOCKET_MODE)
-            if not _accepts_connections(path):
-                raise OSError(f"device-plugin socket {path} does not accept connections")
-        except BaseException:
-            await server.stop(None)  # never leave a half-started server behind
-            path.unlink(missing_ok=True)
-            raise
+        servicers = [(pb_grpc.add_DevicePluginServicer_to_server, self._servicer)]
+        server = await serve_unix_socket(path, servicers, "device-plugin")
         self._server, self._path = server, path
         log.info("serving device plugin", extra={"socket": str(path)})
         return path

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +22,12 @@ from erdma.api.dra.v1beta1 import api_pb2 as v1beta1
 from erdma.api.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from erdma.api.pluginregistration.v1 import api_pb2 as reg
 from erdma.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from erdma.deviceplugin.server import serve_unix_socket
 from erdma.dra.claims import ClaimRef
 from erdma.dra.names import PLUGIN_TYPE, SUPPORTED_SERVICES
 from erdma.dra.prepare import ClaimPreparer
 
 log = logging.getLogger(__name__)
-SOCKET_MODE = 0o600
 
 
 class DraService(v1_grpc.DRAPluginServicer):
@@ -112,37 +110,9 @@ class RegistrationService(reg_grpc.RegistrationServicer):
         return reg.RegistrationStatusResponse()
 
 
-def _accepts_connections(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return False
-    return True
-
-
 async def serve_socket(path: Path, *servicers: tuple[Any, Any]) -> grpc.aio.Server:
-    """A started grpc.aio server on a fresh unix socket (mode 0600), checked to accept.
-
-    `servicers` are (add_XServicer_to_server, servicer) pairs.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
-    server = grpc.aio.server()
-    for add, servicer in servicers:
-        add(servicer, server)
-    try:
-        if server.add_insecure_port(f"unix://{path}") == 0:
-            raise OSError(f"cannot bind DRA socket {path}")
-        await server.start()
-        os.chmod(path, SOCKET_MODE)
-        if not _accepts_connections(path):
-            raise OSError(f"DRA socket {path} does not accept connections")
-    except BaseException:
-        await server.stop(None)
-        path.unlink(missing_ok=True)
-        raise
-    return server
+    """The DRA or registration socket, served like the device plugins' (mode 0600, checked)."""
+    return await serve_unix_socket(path, servicers, "DRA")
 
 
 async def serve_dra(path: Path, service: DraService) -> grpc.aio.Server:
