@@ -9,6 +9,7 @@ drivers' slices never touched, and this node's slices deleted when the driver st
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -28,6 +29,7 @@ from erdma.host.devices import scan
 from erdma.sim import fakehost
 from tests.fakes.kubeapi import KubeApiServer
 from tests.integration.dra_support import new_driver
+from tests.integration.proxy_support import CuttableProxy, proxied_kubeconfig
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
 
@@ -200,3 +202,29 @@ async def test_stop_deletes_only_this_nodes_slices_and_restart_continues_generat
     finally:
         for obj in foreign:
             await k8s.delete(ResourceSlice, obj.metadata.name)
+
+
+async def test_a_change_made_while_the_api_server_is_away_is_published_when_it_returns(
+    short_root, k8s, node, kube_api
+):
+    """A connection refused is retried with backoff; the wanted device list is kept, not lost."""
+    proxy = CuttableProxy(kube_api.port)
+    await proxy.start()
+    cut_off = AsyncClient(KubeConfig.from_dict(proxied_kubeconfig(kube_api, proxy)))
+    host = fakehost.build(short_root / "host", "default")
+    driver = new_driver(short_root, host, client=cut_off, node=node)
+    try:
+        async with driver:
+            await driver.wait_published()
+            assert len(by_name((await slices_of(k8s, node))[0])) == 2
+            await proxy.cut()
+            host.set_port_state("erdma_1", False)
+            driver.publish(scan(host.root))  # withdraws erdma_1 while the server is away
+            await asyncio.sleep(1.0)  # several refused attempts
+            assert len(by_name((await slices_of(k8s, node))[0])) == 2
+            await proxy.start()
+            await driver.wait_published(timeout=35)
+            assert len(by_name((await slices_of(k8s, node))[0])) == 1
+    finally:
+        await cut_off.close()
+        await proxy.close()

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+import httpx2 as httpx
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Node
@@ -112,20 +113,17 @@ class SlicePublisher:
             try:
                 await self.sync_once()
                 backoff.reset()
-            except ApiError as exc:
-                self._changed.set()
+            except (httpx.HTTPError, OSError, LookupError) as exc:  # ApiError is an HTTPError
+                self._changed.set()  # the wanted list is still to be applied
                 delay = backoff.next_delay()
-                log.warning(
-                    f"ResourceSlice {self.name} not published; retrying in {delay:.2g}s",
-                    extra={"error": f"{exc.status.code}: {exc.status.message}"},
+                error = (
+                    f"{exc.status.code}: {exc.status.message}"
+                    if isinstance(exc, ApiError)
+                    else f"{type(exc).__name__}: {exc}"
                 )
-                await asyncio.sleep(delay)
-            except (OSError, LookupError) as exc:
-                self._changed.set()
-                delay = backoff.next_delay()
                 log.warning(
                     f"ResourceSlice {self.name} not published; retrying in {delay:.2g}s",
-                    extra={"error": f"{type(exc).__name__}: {exc}"},
+                    extra={"error": error},
                 )
                 await asyncio.sleep(delay)
 
