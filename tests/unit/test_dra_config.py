@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from erdma.dra import DraConfig, DraConfigError, dra_owned, load_dra_config, split_devices
+from erdma.agent.config import ConfigError, build_config
+from erdma.dra import DraConfig, dra_owned
 from erdma.host.devices import scan
 from erdma.sim import fakehost
 
 
 def test_defaults_are_off_and_take_every_erdma_device():
-    config = load_dra_config({})
+    config = build_config(environ={}).dra
     assert not config.enabled and config.driver_name == "erdma.aliyun.com"
     assert config.device_kinds == ["erdma"] and config.devices == ["*"]
     assert config.unhealthy == "withdraw" and config.delete_slices_on_stop
@@ -28,13 +29,13 @@ def test_defaults_are_off_and_take_every_erdma_device():
     ],
 )
 def test_bad_values_name_the_key_the_value_and_what_is_accepted(values, expected):
-    with pytest.raises(DraConfigError) as err:
-        load_dra_config(values)
+    with pytest.raises(ConfigError) as err:
+        build_config(environ={}, flags={"dra": values})
     assert expected in str(err.value)
 
 
 def test_comma_joined_lists_from_env_or_flags():
-    config = load_dra_config({"deviceKinds": "erdma, mlx5", "devices": "erdma_0,mlx5_*"})
+    config = DraConfig.model_validate({"deviceKinds": "erdma, mlx5", "devices": "erdma_0,mlx5_*"})
     assert config.device_kinds == ["erdma", "mlx5"] and config.devices == ["erdma_0", "mlx5_*"]
 
 
@@ -43,8 +44,6 @@ def test_every_device_goes_to_exactly_one_front_end(tmp_path):
     names = {d.name for d in snapshot.devices}
     assert dra_owned(DraConfig(), snapshot.devices) == frozenset()  # DRA off: plugin keeps all
     split = DraConfig(enabled=True, devices=["erdma_1"])
-    dra, plugin = split_devices(split, snapshot.devices)
-    assert [d.name for d in dra] == ["erdma_1"]
-    assert {d.name for d in plugin} == names - {"erdma_1"}
+    assert dra_owned(split, snapshot.devices) == frozenset({"erdma_1"})
     both = DraConfig(enabled=True, device_kinds=["erdma", "mlx5"])
     assert dra_owned(both, snapshot.devices) == frozenset(names)

@@ -6,7 +6,7 @@ both front ends, so the DRA driver and the device plugins never disagree about a
 devices to leave out so none is handed out twice.
 """
 
-from erdma.dra.config import DraConfig, DraConfigError, dra_owned, load_dra_config, split_devices
+from erdma.dra.config import DraConfig, dra_owned
 from erdma.dra.driver import DraDriver
 from erdma.dra.names import DRIVER_NAME, PCIE_ROOT_ATTRIBUTE
 from erdma.dra.pcie import pcie_root, pcie_root_or_none
@@ -15,11 +15,8 @@ __all__ = [
     "DRIVER_NAME",
     "PCIE_ROOT_ATTRIBUTE",
     "DraConfig",
-    "DraConfigError",
     "DraDriver",
     "dra_owned",
-    "load_dra_config",
     "pcie_root",
     "pcie_root_or_none",
-    "split_devices",
 ]

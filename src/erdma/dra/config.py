@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from erdma.dra.names import DRIVER_NAME
 from erdma.host.model import RdmaDevice
@@ -22,10 +22,6 @@ MLX5_DRIVER = "mlx5_core"
 # a DNS subdomain of at most 63 characters, as ResourceSlice.spec.driver requires
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DRIVER_RE = re.compile(rf"^(?=.{{1,63}}$){_LABEL}(\.{_LABEL})*$")
-
-
-class DraConfigError(ValueError):
-    """A `dra.*` value that cannot be used; the message names the key, value and remedy."""
 
 
 def device_kind(device: RdmaDevice) -> DeviceKind | None:
@@ -120,26 +116,3 @@ class DraConfig(BaseModel):
 def dra_owned(config: DraConfig, devices: Iterable[RdmaDevice]) -> frozenset[str]:
     """The ibdev names the DRA driver takes: the device plugin leaves exactly these out."""
     return frozenset(d.name for d in devices if config.owns(d))
-
-
-def split_devices(
-    config: DraConfig, devices: Sequence[RdmaDevice]
-) -> tuple[list[RdmaDevice], list[RdmaDevice]]:
-    """(for DRA, for the device plugin): every device goes to exactly one front end."""
-    dra = [d for d in devices if config.owns(d)]
-    return dra, [d for d in devices if not config.owns(d)]
-
-
-def load_dra_config(values: Mapping[str, Any] | None, key: str = "dra") -> DraConfig:
-    """Validate a `dra:` mapping; errors read `dra.unhealthy='x': ...` with what is accepted."""
-    try:
-        return DraConfig.model_validate(dict(values or {}))
-    except ValidationError as exc:
-        lines = []
-        for item in exc.errors():
-            loc = [str(p) for p in item["loc"]]
-            if loc and loc[0] in DraConfig.model_fields:
-                loc[0] = DraConfig.model_fields[loc[0]].alias or loc[0]
-            where = ".".join([key, *loc])
-            lines.append(f"{where}={item.get('input')!r}: {item['msg']}")
-        raise DraConfigError("invalid DRA configuration: " + "; ".join(lines)) from None
