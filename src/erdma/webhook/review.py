@@ -41,34 +41,61 @@ class Verdict:
 Handler = Callable[[AdmissionRequest], Verdict]
 
 
+def _show(value: Any, limit: int = 80) -> str:
+    """`value` for an error message, cut short: a hostile body may put megabytes in a field."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
+
+
 def _field(doc: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     value = doc.get(key)
     if not isinstance(value, kind):
-        raise ReviewError(f"{where}.{key} must be a {kind.__name__}, got {value!r}")
+        raise ReviewError(f"{where}.{key} must be a {kind.__name__}, got {_show(value)}")
+    return value
+
+
+def _optional_mapping(doc: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ReviewError(f"{where}.{key} must be a dict, got {type(value).__name__}")
     return value
 
 
 def parse_review(body: bytes) -> AdmissionRequest:
-    """The request inside an AdmissionReview v1 body; ReviewError names what is wrong."""
+    """The request inside an AdmissionReview v1 body; ReviewError names what is wrong.
+
+    Every body that is not one, however odd, raises ReviewError and nothing else: empty,
+    not UTF-8, not JSON, nested deeper than the parser's recursion limit (`json` raises
+    RecursionError, e.g. at 10,000 levels), or JSON whose fields have the wrong types.
+    """
+    if not body.strip():
+        raise ReviewError("body is empty; expected an AdmissionReview")
     try:
         doc = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ReviewError(f"body is not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ReviewError("body is not an AdmissionReview: JSON nested too deeply") from exc
     if not isinstance(doc, dict):
         raise ReviewError("body must be a JSON object (an AdmissionReview)")
     if (doc.get("apiVersion"), doc.get("kind")) != (API_VERSION, KIND):
         raise ReviewError(
-            f"apiVersion/kind is {doc.get('apiVersion')!r}/{doc.get('kind')!r}, "
+            f"apiVersion/kind is {_show(doc.get('apiVersion'))}/{_show(doc.get('kind'))}, "
             f"expected {API_VERSION!r}/{KIND!r}"
         )
     request = _field(doc, "request", dict, "AdmissionReview")
     kind = request.get("kind") or {}
+    if not isinstance(request.get("namespace") or "", str):
+        raise ReviewError(f"request.namespace must be a str, got {_show(request['namespace'])}")
+    _optional_mapping(request, "oldObject", "request")
     return AdmissionRequest(
         uid=_field(request, "uid", str, "request"),
         operation=_field(request, "operation", str, "request"),
         kind=kind.get("kind", "") if isinstance(kind, dict) else "",
         namespace=request.get("namespace") or "",
-        object=request.get("object") or {},
+        object=_optional_mapping(request, "object", "request"),
     )
 
 

@@ -19,16 +19,47 @@ from erdma.webhook.review import Handler, ReviewError, parse_review, review_resp
 
 log = logging.getLogger(__name__)
 
+#: The largest AdmissionReview body served (8 MiB); a larger one is answered 413.
+#:
+#: aiohttp's default (1 MiB) is below what the API server sends for ordinary large pods, and
+#: with ``failurePolicy: Ignore`` a 413 means the pod skips the webhook's rules. The API server
+#: accepts write bodies up to 3 MiB (its ``MaxRequestBodyBytes``), etcd stores values up to
+#: 1.5 MiB (``--max-request-bytes``), and an UPDATE's review carries ``object`` and
+#: ``oldObject`` together, re-encoded as JSON (bigger than the protobuf a client may have sent),
+#: plus the envelope (``userInfo``, ``options``). Two 3 MiB objects are 6 MiB; 8 MiB leaves the
+#: envelope and re-encoding room while still bounding what one request can make us hold.
+MAX_REVIEW_BYTES = 8 * 1024 * 1024
+
 
 def make_app(routes: Mapping[str, Handler]) -> web.Application:
-    """An aiohttp application serving each handler at its path."""
-    app = web.Application()
+    """An aiohttp application serving each handler at its path.
+
+    A body over `MAX_REVIEW_BYTES` is answered 413 and one that is not an AdmissionReview 400,
+    each with ``{"error": reason}``; neither reaches the handler.
+    """
+    app = web.Application(client_max_size=MAX_REVIEW_BYTES)
 
     def endpoint(path: str, handler: Handler) -> web.RouteDef:
         async def serve(request: web.Request) -> web.Response:
             try:
-                review = parse_review(await request.read())
+                body = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                size = request.content_length
+                log.warning(
+                    "admission %s: %s refused, over the %d byte limit",
+                    path,
+                    "a streamed body" if size is None else f"a body of {size} bytes",
+                    MAX_REVIEW_BYTES,
+                )
+                reason = (
+                    f"AdmissionReview body is larger than the {MAX_REVIEW_BYTES} bytes "
+                    "(8 MiB) this webhook serves"
+                )
+                return web.json_response({"error": reason}, status=413)
+            try:
+                review = parse_review(body)
             except ReviewError as exc:
+                log.warning("admission %s: bad request: %s", path, exc)
                 return web.json_response({"error": str(exc)}, status=400)
             verdict = handler(review)
             log.info(
