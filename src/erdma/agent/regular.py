@@ -1,30 +1,42 @@
-"""Agent side of Regular mode: wait for this Node's ERIs, then configure their netdevs.
+"""Agent side of Regular mode: follow this Node's ERdmaDevice, configure and expose its ERIs.
 
 The controller creates and attaches the ERIs asynchronously; the agent must not look for the
 devices before ECS has attached them. The reference agent read the ERdmaDevice once a minute,
 ignored its status and crashed until the attach landed. Here the agent watches the object (one
-long-lived request, no polling), logs progress ("1/2 Ready, eni-x Pending: attaching"), and
-returns only when every device is Ready. Then each secondary ERI's netdev is brought up with
-the address the VPC assigned (from instance metadata); the primary ENI belongs to the OS.
+long-lived request, no polling) and logs progress ("1/2 Ready, eni-x Pending: attaching").
+
+The watch never ends (`follow_devices`): the controller replaces a lost ERI with a new one (a
+new MAC) and one card may fail while the others work, so every change re-computes what is
+exposed: exactly the devices whose status is Ready, each secondary ERI's netdev brought up
+first with the address the VPC assigned (from instance metadata; the primary ENI belongs to
+the OS). `prepare_regular_mode` is the one-shot form (wait for all Ready, configure) used by
+the netdev bring-up test.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 import httpx2 as httpx
 from lightkube.core.exceptions import ApiError
 
 from erdma.aio import Backoff
-from erdma.host.metadata import MetadataClient
-from erdma.host.netdev import NetdevResult, configure_eri_netdev
+from erdma.host.metadata import MetadataClient, MetadataError
+from erdma.host.netdev import NetdevError, NetdevResult, configure_eri_netdev
 from erdma.kube import crd
 from erdma.kube.client import KubeApi
 
 log = logging.getLogger(__name__)
 
 DEFAULT_JUMBO_MTU = 8500
+
+Expose = Callable[[frozenset[str]], None]
+"""Called with the (lower-case) MACs to expose whenever that set changes."""
+BringUp = Callable[[crd.DeviceInfo, int | None], Awaitable[NetdevResult]]
+"""Bring up one secondary ERI's netdev (with this MTU, or the current one for None)."""
 
 
 def describe_progress(dev: crd.ERdmaDevice) -> str:
@@ -106,3 +118,135 @@ async def prepare_regular_mode(
     for r in await configure_netdevs(dev, metadata, jumbo_mtu, netns):
         log.info("netdev %s: %s", r.ifname, r.action)
     return dev
+
+
+def ready_devices(dev: crd.ERdmaDevice | None) -> list[crd.DeviceInfo]:
+    """The spec devices whose status is Ready (none for a deleted object)."""
+    if dev is None:
+        return []
+    return [d for d in dev.devices if (st := dev.status_of(d.id)) and st.status == crd.READY]
+
+
+class _Latest:
+    """The newest ERdmaDevice seen, and a flag that it changed: the reconciler needs only the
+    newest state, so a burst of watch events collapses into one re-computation."""
+
+    def __init__(self) -> None:
+        self.value: crd.ERdmaDevice | None = None
+        self.changed = asyncio.Event()
+
+    def put(self, value: crd.ERdmaDevice | None) -> None:
+        self.value = value
+        self.changed.set()
+
+    async def wait(self, timeout: float | None) -> crd.ERdmaDevice | None:
+        """The newest value once it changes, or after ``timeout`` seconds (a retry) anyway."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.changed.wait(), timeout)
+        self.changed.clear()
+        return self.value
+
+
+async def _watch_into(kube: KubeApi, node_name: str, latest: _Latest, backoff: Backoff) -> None:
+    """Feed every state of ERdmaDevice ``node_name`` into ``latest``, re-watching forever."""
+    last = ""
+    log.info("watching ERdmaDevice %s; its Ready devices are exposed", node_name)
+    while True:
+        try:
+            async for kind, obj in kube.watch_device(node_name):
+                backoff.reset()
+                if kind == "DELETED":
+                    log.info("ERdmaDevice %s was deleted; nothing is exposed", node_name)
+                    last = ""
+                    latest.put(None)
+                    continue
+                try:
+                    dev = crd.parse(obj)
+                except crd.CrdError as exc:
+                    log.error("ignoring malformed ERdmaDevice: %s", exc)
+                    continue
+                progress = describe_progress(dev)
+                if progress != last:
+                    log.info("ERdmaDevice %s: %s", node_name, progress)
+                    last = progress
+                latest.put(dev)
+        except (ApiError, httpx.HTTPError, OSError) as exc:
+            log.warning("watching ERdmaDevice %s failed (%s); retrying", node_name, exc)
+        await asyncio.sleep(backoff.next_delay())
+
+
+class RegularExposure:
+    """Re-computes the exposure from one ERdmaDevice state: its Ready devices, each secondary
+    ERI's netdev brought up first (once per MAC and MTU while it stays Ready). An ERI whose
+    netdev cannot be brought up yet (metadata or the link lagging the attach) stays hidden and
+    `apply` reports it, so the caller retries."""
+
+    def __init__(self, bring_up: BringUp, expose: Expose, jumbo_mtu: int) -> None:
+        self.bring_up = bring_up
+        self.expose = expose
+        self.jumbo_mtu = jumbo_mtu
+        self.exposed: frozenset[str] | None = None
+        self._up: set[tuple[str, int | None]] = set()
+
+    async def apply(self, dev: crd.ERdmaDevice | None) -> bool:
+        """Expose ``dev``'s Ready devices; False when one of them has to be tried again."""
+        ready = ready_devices(dev)
+        mtu = self.jumbo_mtu if dev is not None and dev.jumbo_frame else None
+        macs: set[str] = set()
+        complete = True
+        for d in ready:
+            key = (d.mac.lower(), mtu)
+            if not d.is_primary_eni and key not in self._up:
+                try:
+                    result = await self.bring_up(d, mtu)
+                except (MetadataError, NetdevError, httpx.HTTPError, OSError) as exc:
+                    log.warning("%s (%s) is Ready but its netdev is not up yet (%s); "
+                                "not exposed, retrying", d.id, d.mac, exc)  # fmt: skip
+                    complete = False
+                    continue
+                log.info("netdev %s: %s", result.ifname, result.action)
+                self._up.add(key)
+            macs.add(d.mac.lower())
+        # a device that leaves Ready gets its netdev checked again when it comes back
+        self._up &= {(d.mac.lower(), mtu) for d in ready}
+        chosen = frozenset(macs)
+        if chosen != self.exposed:
+            self.exposed = chosen
+            self.expose(chosen)
+        return complete
+
+
+def metadata_bring_up(metadata: MetadataClient, netns: str | None = None) -> BringUp:
+    """The real `BringUp`: the VPC address from instance metadata, then netlink."""
+
+    async def bring_up(d: crd.DeviceInfo, mtu: int | None) -> NetdevResult:
+        net = await metadata.eni_network(d.mac)
+        return await asyncio.to_thread(configure_eri_netdev, d.mac, net, mtu, netns)
+
+    return bring_up
+
+
+async def follow_devices(
+    kube: KubeApi,
+    node_name: str,
+    bring_up: BringUp,
+    expose: Expose,
+    jumbo_mtu: int = DEFAULT_JUMBO_MTU,
+    retry: Backoff | None = None,
+) -> None:
+    """Keep the exposure equal to the Ready devices of ERdmaDevice ``node_name``; never returns.
+
+    The watch runs beside the reconciler, so a slow netdev bring-up never stalls the watch; a
+    failed bring-up is retried at a `Backoff` pace (1 s up to 30 s) even with no new event.
+    """
+    latest = _Latest()
+    exposure = RegularExposure(bring_up, expose, jumbo_mtu)
+    retry = retry or Backoff(initial=1.0, maximum=30.0)
+    async with asyncio.TaskGroup() as tasks:
+        tasks.create_task(_watch_into(kube, node_name, latest, Backoff(initial=0.25, maximum=5.0)))
+        pending = False
+        while True:
+            dev = await latest.wait(retry.next_delay() if pending else None)
+            pending = not await exposure.apply(dev)
+            if not pending:
+                retry.reset()

@@ -23,7 +23,7 @@ from erdma.agent.exposure import Exposure, by_macs, parse_rules, select
 from erdma.agent.health import device_health
 from erdma.agent.nccl import nccl_env
 from erdma.agent.prepare import Problem, keep_preparing, prepare
-from erdma.agent.regular import prepare_regular_mode
+from erdma.agent.regular import follow_devices, metadata_bring_up
 from erdma.agent.shared import SharedPlugin, check_disjoint
 from erdma.agent.smcr import PodNetnsSteps, SmcrConfigurator
 from erdma.aio import SupervisedTask, Supervisor, retry_until_done
@@ -32,6 +32,7 @@ from erdma.cdi import NoDevicesError, build_spec, write_spec
 from erdma.deviceplugin.lifecycle import Timing
 from erdma.deviceplugin.manager import PluginManager
 from erdma.deviceplugin.plugin import ContainerAllocation, ResourcePlugin
+from erdma.deviceplugin.server import KUBELET_CHECKPOINT
 from erdma.dra import DraDriver, dra_owned
 from erdma.host.devices import scan
 from erdma.host.driver import choose_mode
@@ -218,7 +219,8 @@ class Agent:
         return nccl_env(devices, self.mode, self.config.nccl).envs
 
     def _smcr_prestart(self) -> PreStartHook:
-        """SMC-R in PreStartContainer (path 1): the pod's netns, found via pod-resources + CRI."""
+        """SMC-R in PreStartContainer (path 1): the pod's netns, found via pod-resources + CRI
+        (kubelet's device checkpoint when the pod-resources socket is missing)."""
         steps = PodNetnsSteps(
             Sysctls(),
             pnet_for=lambda netns: default_backend(self.runner, netns),
@@ -229,6 +231,8 @@ class Agent:
             pod_resources_socket=self.config.kubelet_dir / POD_RESOURCES_SOCKET,
             runtime_socket=self.config.runtime_socket or None,
             host_root=self.config.host_root,
+            # finds the pod when pod-resources is missing, so pods without SMC-R still start
+            checkpoint=self.config.kubelet_dir / "device-plugins" / KUBELET_CHECKPOINT,
         )
 
         async def hook(device_ids: Sequence[str]) -> None:
@@ -311,27 +315,33 @@ class Agent:
                 last_error = error
 
     async def _regular_mode(self) -> None:
-        """Wait (watching, not polling) for the ERIs, bring up their netdevs, expose them.
+        """Follow this node's ERdmaDevice for good (a watch, not polling): every change exposes
+        exactly its Ready devices, each secondary ERI's netdev brought up first.
 
-        Each step is retried with backoff: metadata for a just-attached ERI or its netdev may
-        lag the controller's Ready by a few seconds.
+        Never a one-shot: the controller replaces a lost ERI with a new MAC, and one Failed
+        card must not hide the working ones. A netdev bring-up that fails (metadata or the link
+        lagging the controller's Ready by a few seconds) is retried with backoff.
         """
         if not self.config.node_name:
             log.error("Regular mode needs the node name (NODE_NAME or --node-name)")
             return
         kube = KubeApi(new_client(self.config.kubeconfig or None))
         metadata = MetadataClient(self.config.metadata_url)
-        device = await retry_until_done(
-            "Regular mode setup (wait for ERdmaDevice, bring up ERI netdevs)",
-            lambda: prepare_regular_mode(
-                kube, self.config.node_name, metadata, jumbo_mtu=self.config.jumbo_frame_mtu
-            ),
-            log,
-        )
-        macs = [d.mac for d in device.devices]
-        self.erdma.expose(by_macs(macs, f"Regular mode: ERIs {', '.join(macs)}"))
-        self._publish_dra(self.snapshot)
-        log.info("exposing the node's ERIs", extra={"macs": macs})
+
+        def expose(macs: frozenset[str]) -> None:
+            shown = ", ".join(sorted(macs))
+            reason = f"Regular mode: Ready ERIs {shown}" if macs else (
+                "Regular mode: no device of this node's ERdmaDevice is Ready"
+            )  # fmt: skip
+            self.erdma.expose(by_macs(macs, reason))
+            self._publish_dra(self.snapshot)
+            log.info("exposing the node's Ready ERIs", extra={"macs": sorted(macs)})
+
+        try:
+            await follow_devices(kube, self.config.node_name, metadata_bring_up(metadata),
+                                 expose, jumbo_mtu=self.config.jumbo_frame_mtu)  # fmt: skip
+        finally:
+            await kube.close()
 
     async def _local_instance_id(self) -> None:
         """Local mode without `instanceID`: ask instance metadata, then re-select devices."""

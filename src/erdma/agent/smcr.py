@@ -7,13 +7,20 @@ that ties the pod's eth0 to the RDMA device port carrying the same PNETID on the
 Two ways to get there: the device plugin's PreStartContainer (`SmcrConfigurator.prestart`,
 which finds the pod through pod-resources and its namespace through the CRI), or an injected
 init container running `erdma smcr-init` in the pod (`PodNetnsSteps.apply(None, ...)`).
+
+PreStartContainer names only device IDs, yet it runs for every `aliyun/erdma` pod, so a
+missing pod-resources socket must not fail the pods that never asked for SMC-R. Without it the
+owner comes from kubelet's device checkpoint (pod UID by device ID, written at admission,
+before any PreStart); without that either, the start fails only when some sandbox on the node
+asks for SMC-R (it might be this pod, and an SMC-R pod silently on TCP is worse than a loud
+failure); otherwise no pod here can want SMC-R and the start goes on.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +97,11 @@ class PodNetnsSteps:
         return report
 
 
+class PodResourcesUnavailable(SmcrError):
+    """kubelet's pod-resources API cannot be asked (socket missing, RPC failed): the owner of
+    a device must be found another way. A reachable API not naming the owner stays an error."""
+
+
 @dataclass(frozen=True)
 class Sandbox:
     """What the SMC-R path needs of a pod sandbox."""
@@ -102,12 +114,16 @@ class Sandbox:
 
 async def find_pod(socket: Path, device_id: str, resource: str = ERDMA_RESOURCE) -> tuple[str, str]:
     """(namespace, name) of the pod holding `device_id` of `resource`, via pod-resources List."""
+    if not socket.exists():  # no gRPC connect attempt: fall back at once
+        raise PodResourcesUnavailable(f"pod-resources socket {socket} does not exist")
     async with grpc.aio.insecure_channel(f"unix://{socket}") as channel:
         stub = pr_grpc.PodResourcesListerStub(channel)
         try:
             reply = await stub.List(pr_pb.ListPodResourcesRequest(), timeout=10)
         except grpc.aio.AioRpcError as exc:
-            raise SmcrError(f"pod-resources List at {socket} failed: {exc.details()}") from exc
+            raise PodResourcesUnavailable(
+                f"pod-resources List at {socket} failed: {exc.details()}"
+            ) from exc
     for pod in reply.pod_resources:
         for container in pod.containers:
             for devices in container.devices:
@@ -130,23 +146,69 @@ def _netns_from_info(info: Mapping[str, str]) -> tuple[str | None, dict[str, str
     return path or None, dict(doc.get("config", {}).get("annotations", {}))
 
 
-async def find_sandbox(socket: Path, namespace: str, name: str) -> Sandbox:
-    """The newest READY sandbox of pod namespace/name, with its network namespace."""
+def checkpoint_pod_uid(checkpoint: Path, device_id: str, resource: str) -> str | None:
+    """The UID of the one pod holding `device_id` of `resource` in kubelet's device checkpoint.
+
+    None when the file is absent or unreadable or does not name exactly one pod. DeviceIDs is a
+    map by NUMA node since Kubernetes 1.20, a plain list before.
+    """
+    try:
+        entries = json.loads(checkpoint.read_text())["Data"]["PodDeviceEntries"] or []
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    uids = set()
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or entry.get("ResourceName") != resource:
+            continue
+        ids = entry.get("DeviceIDs") or []
+        groups: Iterable[object] = ids.values() if isinstance(ids, dict) else [ids]
+        if any(isinstance(g, list) and device_id in g for g in groups):
+            uids.add(str(entry.get("PodUID", "")))
+    return uids.pop() if len(uids) == 1 else None
+
+
+async def _ready_sandboxes(stub: cri_grpc.RuntimeServiceStub) -> list[cri_pb.PodSandbox]:
     ready = cri_pb.PodSandboxFilter(state=cri_pb.PodSandboxStateValue(state=cri_pb.SANDBOX_READY))
+    listed = await stub.ListPodSandbox(cri_pb.ListPodSandboxRequest(filter=ready), timeout=10)
+    return [b for b in listed.items if b.state == cri_pb.SANDBOX_READY]
+
+
+def _asks_for_smcr(annotations: Mapping[str, str]) -> bool:
+    """Whether a sandbox asks for SMC-R; an invalid value counts as asking (it fails anyway)."""
+    try:
+        return parse_smcr_annotation(annotations.get(SMCR_ANNOTATION))
+    except SmcrError:
+        return True
+
+
+async def smcr_pods(socket: Path) -> list[str]:
+    """namespace/name of every READY sandbox on the node that asks for SMC-R."""
+    async with grpc.aio.insecure_channel(f"unix://{socket}") as channel:
+        try:
+            boxes = await _ready_sandboxes(cri_grpc.RuntimeServiceStub(channel))
+        except grpc.aio.AioRpcError as exc:
+            raise SmcrError(f"CRI at {socket}: {exc.details()}") from exc
+    return sorted(
+        f"{b.metadata.namespace}/{b.metadata.name}" for b in boxes if _asks_for_smcr(b.annotations)
+    )
+
+
+async def find_sandbox(
+    socket: Path, namespace: str = "", name: str = "", uid: str = ""
+) -> tuple[str, Sandbox]:
+    """("namespace/name", the newest READY sandbox) of the pod named so, or with that UID."""
+    wanted = f"pod uid {uid}" if uid else f"pod {namespace}/{name}"
     async with grpc.aio.insecure_channel(f"unix://{socket}") as channel:
         stub = cri_grpc.RuntimeServiceStub(channel)
         try:
-            listed = await stub.ListPodSandbox(
-                cri_pb.ListPodSandboxRequest(filter=ready), timeout=10
-            )
             boxes = [
                 b
-                for b in listed.items
-                if (b.metadata.namespace, b.metadata.name) == (namespace, name)
-                and b.state == cri_pb.SANDBOX_READY
-            ]
+                for b in await _ready_sandboxes(stub)
+                if (b.metadata.uid == uid if uid else
+                    (b.metadata.namespace, b.metadata.name) == (namespace, name))
+            ]  # fmt: skip
             if not boxes:
-                raise SmcrError(f"no ready sandbox for pod {namespace}/{name} at {socket}")
+                raise SmcrError(f"no ready sandbox for {wanted} at {socket}")
             box = max(boxes, key=lambda b: b.created_at)
             status = await stub.PodSandboxStatus(
                 cri_pb.PodSandboxStatusRequest(pod_sandbox_id=box.id, verbose=True), timeout=10
@@ -155,12 +217,13 @@ async def find_sandbox(socket: Path, namespace: str, name: str) -> Sandbox:
             raise SmcrError(f"CRI at {socket}: {exc.details()}") from exc
     netns, config_annotations = _netns_from_info(status.info)
     host_network = status.status.linux.namespaces.options.network == cri_pb.NODE
-    return Sandbox(
+    sandbox = Sandbox(
         id=box.id,
         netns_path=netns,
         host_network=host_network,
         annotations=dict(status.status.annotations) or config_annotations,
     )
+    return f"{box.metadata.namespace}/{box.metadata.name}", sandbox
 
 
 @dataclass
@@ -176,6 +239,7 @@ class SmcrConfigurator:
     runtime_socket: str | None = None
     host_root: Path = Path("/")
     resource_name: str = ERDMA_RESOURCE
+    checkpoint: Path | None = None  # kubelet's device checkpoint, when pod-resources is missing
 
     async def prestart(
         self, device_ids: Sequence[str], pnetid_of: Callable[[str], str | None]
@@ -192,15 +256,14 @@ class SmcrConfigurator:
         """Configure the pod owning `device_ids` if it asks for SMC-R; says what was done."""
         if not device_ids:
             return "no devices: nothing to do"
-        namespace, name = await find_pod(
-            self.pod_resources_socket, device_ids[0], self.resource_name
-        )
-        pod = f"{namespace}/{name}"
         try:
             runtime = cri_socket(self.runtime_socket, self.host_root)
         except CriSocketNotFound as exc:
             raise SmcrError(str(exc)) from exc
-        sandbox = await find_sandbox(runtime, namespace, name)
+        found = await self._owner(runtime, device_ids[0])
+        if isinstance(found, str):
+            return found
+        pod, sandbox = found
         if sandbox.host_network:
             return f"pod {pod}: hostNetwork, SMC-R is not configured by the agent"
         wanted = parse_smcr_annotation(sandbox.annotations.get(SMCR_ANNOTATION))
@@ -212,6 +275,30 @@ class SmcrConfigurator:
         netns = str(self.host_root / sandbox.netns_path.lstrip("/"))
         report = await self.steps.apply(netns, pnetid)
         return f"pod {pod}: SMC-R on in {sandbox.netns_path} (PNETID {pnetid}, {report.describe()})"
+
+    async def _owner(self, runtime: Path, device_id: str) -> tuple[str, Sandbox] | str:
+        """The pod holding `device_id` and its sandbox, or why no pod here can want SMC-R."""
+        try:
+            namespace, name = await find_pod(self.pod_resources_socket, device_id,
+                                             self.resource_name)  # fmt: skip
+        except PodResourcesUnavailable as exc:
+            missing = str(exc)
+        else:
+            return await find_sandbox(runtime, namespace, name)
+        uid = checkpoint_pod_uid(self.checkpoint, device_id, self.resource_name) if (
+            self.checkpoint is not None
+        ) else None  # fmt: skip
+        if uid:
+            return await find_sandbox(runtime, uid=uid)
+        asking = await smcr_pods(runtime)
+        if asking:
+            raise SmcrError(
+                f"{missing}, and the device checkpoint does not name the pod holding {device_id}: "
+                f"it may be one of the pods asking for SMC-R ({', '.join(asking)})"
+            )
+        log.warning("SMC-R prestart without pod-resources (%s): no pod on this node asks for "
+                    "SMC-R, so this one does not either", missing)  # fmt: skip
+        return f"device {device_id}: SMC-R not requested by any pod on this node"
 
     @staticmethod
     def _pnetid(device_ids: Sequence[str], pnetid_of: Callable[[str], str | None], pod: str) -> str:

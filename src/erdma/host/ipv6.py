@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from erdma.host.sysfs import HostRoot, read_text
+from erdma.host.sysfs import HostRoot
 
 SCOPE_GLOBAL = 0x00
+
+
+def _read_whole(path: Path) -> str:
+    """The whole file, read to EOF, or "" when it cannot be read.
+
+    Not `read_text`: that one caps at 4 KiB for sysfs attributes, and a busy node's
+    if_inet6 (pod veths, link-locals) runs far past that; procfs reports size 0, so only
+    reading until EOF gets it all.
+    """
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
 
 
 def global_ipv6_netdevs(root: str | os.PathLike[str]) -> set[str]:
@@ -15,7 +30,7 @@ def global_ipv6_netdevs(root: str | os.PathLike[str]) -> set[str]:
     Each line of if_inet6 is `address ifindex prefixlen scope flags name` in hex; unparsable
     lines are ignored (the file is the kernel's, a fixture may hold anything).
     """
-    text = read_text(HostRoot(root).path("proc/net/if_inet6")) or ""
+    text = _read_whole(HostRoot(root).path("proc/net/if_inet6"))
     names = set()
     for line in text.splitlines():
         fields = line.split()
