@@ -59,7 +59,7 @@ def preferred(
         return chosen
     taken = set(chosen)
     free: dict[str, list[str]] = defaultdict(list)
-    for slot in available:
+    for slot in dict.fromkeys(available):  # kubelet never repeats an ID; never answer one twice
         if slot not in taken:
             free[device_of(slot)].append(slot)
     for slots in free.values():

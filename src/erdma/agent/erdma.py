@@ -5,6 +5,9 @@ node. Allocate answers every container in order with the uverbs node of each phy
 behind its slots (plus `rdma_cm` in `default` mode when the host has it), and env that names
 what was given: `SMCR_PNET` (compatible with the reference) and `ERDMA_DEVICES`.
 Allocate does no I/O: it reads the latest snapshot, which the agent's rescan loop publishes.
+A list too large for kubelet's 4 MiB gRPC limit (many devices x many slots) is refused as a
+whole with one error naming the size and `slotsPerDevice`: a truncated list would hide devices
+without a word, and an oversized one reaches kubelet as nothing at all.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from erdma.agent.exposure import Exposure
 from erdma.agent.health import device_health
 from erdma.api.names import ERDMA_RESOURCE
 from erdma.cdi import DeviceListStrategy, cdi_annotations, cdi_device_names
+from erdma.deviceplugin.convert import KUBELET_MAX_MESSAGE_BYTES, list_message_size
 from erdma.deviceplugin.plugin import (
     AllocationError,
     ContainerAllocation,
@@ -73,6 +77,9 @@ class ErdmaPlugin(ResourcePlugin):
         self._exposed: dict[str, RdmaDevice] = {}
         self._health: dict[str, tuple[bool, str]] = {}
         self._list: tuple[PluginDevice, ...] = ()
+        self._ids: frozenset[str] = frozenset()
+        self._notes: dict[str, tuple[str, ...]] = {}
+        self._refusal = ""
 
     # -- device list ---------------------------------------------------------------------
     def update(self, snapshot: DeviceSnapshot) -> bool:
@@ -83,12 +90,30 @@ class ErdmaPlugin(ResourcePlugin):
         health = {name: device_health(dev) for name, dev in exposed.items()}
         self._log_changes(exposed, health)
         self._exposed, self._health = exposed, health
-        new_list = tuple(self._build_list())
+        new_list = self._within_limit(self._build_list())
         if new_list == self._list:
             return False
-        self._list = new_list
+        self._list, self._ids = new_list, frozenset(d.id for d in new_list)
         self.notify_changed()
         return True
+
+    def _within_limit(self, devices: list[PluginDevice]) -> tuple[PluginDevice, ...]:
+        """The list, or nothing when kubelet could not receive it (logged once per change)."""
+        size = list_message_size(devices)
+        refusal = ""
+        if size > KUBELET_MAX_MESSAGE_BYTES:
+            slots = self.policy.slots_per_device
+            refusal = (
+                f"{self.resource_name}: advertising no devices: {len(self._exposed)} devices x "
+                f"{slots} slots make a ListAndWatch message of {size} bytes, over kubelet's "
+                f"{KUBELET_MAX_MESSAGE_BYTES}-byte gRPC limit; lower slotsPerDevice to "
+                f"{max(1, slots * KUBELET_MAX_MESSAGE_BYTES // size)} or less, or expose fewer "
+                "devices (exposedLocalERIs)"
+            )
+        if refusal and refusal != self._refusal:
+            log.error(refusal)
+        self._refusal = refusal
+        return () if refusal else tuple(devices)
 
     def _build_list(self) -> list[PluginDevice]:
         devices: list[PluginDevice] = []
@@ -113,6 +138,11 @@ class ErdmaPlugin(ResourcePlugin):
             elif before is None or before[0] != after[0]:
                 state = "Healthy" if after[0] else "Unhealthy"
                 log.info(f"device {state}", extra={"device": name, "reason": after[1]})
+        notes = {name: dev.notes for name, dev in exposed.items()}
+        for name, found in sorted(notes.items()):
+            if found and found != self._notes.get(name):  # once per change, not every rescan
+                log.warning("device data partly ignored", extra={"device": name, "notes": found})
+        self._notes = notes
 
     def devices(self) -> Sequence[PluginDevice]:
         return self._list
@@ -136,11 +166,12 @@ class ErdmaPlugin(ResourcePlugin):
             names = sorted(self._exposed)
         else:
             names = sorted({device_of(i) for i in ids})
-            unknown = [i for i in ids if device_of(i) not in self._exposed]
+            unknown = [i for i in ids if i not in self._ids]  # the exact advertised slot IDs
             if unknown:
                 raise AllocationError(
                     f"unknown {ERDMA_RESOURCE} device IDs {unknown}; this node advertises "
-                    f"slots of {sorted(self._exposed) or 'no devices'}"
+                    f"slots 0-{self.policy.slots_per_device - 1} of "
+                    f"{sorted(self._exposed) if self._ids else 'no devices'}"
                 )
         devices = [self._exposed[n] for n in names]
         allocation = ContainerAllocation()

@@ -1,25 +1,40 @@
 """Translation between the plugin contract (plain dataclasses) and kubelet protobuf messages.
 
-Kept in one place so plugins never import protobuf and the wire shape is tested once.
+Kept in one place so plugins never import protobuf and the wire shape is tested once. The
+kubelet's side of the contract lives here too: what a ListAndWatch message may hold, and what
+an Allocate or GetPreferredAllocation request may ask, so every plugin gets the same checks.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
+from functools import lru_cache
 
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
 from erdma.api.names import MAX_DEVICE_ID_LENGTH
-from erdma.deviceplugin.plugin import HEALTHY, UNHEALTHY, ContainerAllocation, PluginDevice
+from erdma.deviceplugin.plugin import (
+    HEALTHY,
+    UNHEALTHY,
+    AllocationError,
+    ContainerAllocation,
+    PluginDevice,
+)
 
 log = logging.getLogger(__name__)
+
+#: kubelet's gRPC receive limit (grpc-go's default): a larger ListAndWatch message is dropped
+KUBELET_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+#: NUMANode.ID is an int64 on the wire; anything wider makes protobuf raise mid-stream
+_MAX_NUMA_ID = 2**63 - 1
 
 
 def valid_devices(resource: str, devices: Sequence[PluginDevice]) -> list[PluginDevice]:
     """The devices kubelet can accept; each one left out is logged with the reason.
 
     Empty, over-long or repeated IDs would make kubelet miscount capacity or fail
-    allocations later, far from the cause.
+    allocations later, far from the cause; a NUMA ID protobuf cannot encode would end the
+    ListAndWatch stream of every device of the resource.
     """
     kept: list[PluginDevice] = []
     seen: set[str] = set()
@@ -29,6 +44,8 @@ def valid_devices(resource: str, devices: Sequence[PluginDevice]) -> list[Plugin
             reason = f"ID must be 1 to {MAX_DEVICE_ID_LENGTH} characters, has {len(device.id)}"
         elif device.id in seen:
             reason = "ID is listed more than once"
+        elif any(not 0 <= node <= _MAX_NUMA_ID for node in device.numa_nodes):
+            reason = f"NUMA node IDs {list(device.numa_nodes)} do not fit kubelet's int64"
         if reason is not None:
             log.error(
                 "device left out of the list",
@@ -73,3 +90,104 @@ def allocation_to_pb(allocation: ContainerAllocation) -> pb.ContainerAllocateRes
 def container_requests(request: pb.AllocateRequest) -> list[list[str]]:
     """The device IDs of every container request, in kubelet's order."""
     return [list(c.devices_ids) for c in request.container_requests]
+
+
+def list_message_size(devices: Iterable[PluginDevice]) -> int:
+    """The exact encoded size of the ListAndWatch message for `devices`, without building it.
+
+    A Device's size depends only on its ID length, health and NUMA nodes, so 160,000 slot IDs
+    cost a dictionary lookup each rather than a protobuf object each.
+    """
+    return sum(_device_field_size(len(d.id.encode()), d.healthy, d.numa_nodes) for d in devices)
+
+
+@lru_cache(maxsize=4096)
+def _device_field_size(id_bytes: int, healthy: bool, numa_nodes: tuple[int, ...]) -> int:
+    size = device_to_pb(PluginDevice("x" * id_bytes, healthy, numa_nodes)).ByteSize()
+    wrapper = pb.ListAndWatchResponse(devices=[pb.Device()]).ByteSize() - pb.Device().ByteSize()
+    return size + wrapper + (1 if size >= 128 else 0) + (1 if size >= 16384 else 0)
+
+
+# -- what kubelet may ask -----------------------------------------------------------------------
+
+
+def describe_ids(devices: Sequence[PluginDevice], limit: int = 8) -> str:
+    """A short account of an advertised list for error messages: `erdma_0/* (200), ...`."""
+    if not devices:
+        return "no devices"
+    groups: dict[str, int] = {}
+    for device in devices:
+        prefix, slash, _ = device.id.rpartition("/")
+        key = f"{prefix}/*" if slash else device.id
+        groups[key] = groups.get(key, 0) + 1
+    shown = [f"{key} ({count})" if count > 1 else key for key, count in groups.items()]
+    more = f" and {len(shown) - limit} more" if len(shown) > limit else ""
+    unhealthy = sum(not d.healthy for d in devices)
+    return f"{len(devices)} IDs ({unhealthy} Unhealthy): {', '.join(shown[:limit])}{more}"
+
+
+def check_allocate(
+    resource: str, wanted: Sequence[Sequence[str]], advertised: Sequence[PluginDevice]
+) -> None:
+    """Refuse an Allocate that kubelet could not have built from what was advertised.
+
+    Kubelet hands out only Healthy IDs it received, each to one container; anything else is a
+    stale or broken caller, and answering it would give some device to a pod nobody counted.
+    """
+    health = {d.id: d.healthy for d in advertised}
+    problems: list[str] = []
+    seen: set[str] = set()
+    for device_id in (i for ids in wanted for i in ids):
+        if device_id in seen:
+            problems.append(f"{device_id!r} is requested more than once")
+        elif device_id not in health:
+            problems.append(f"{device_id!r} was never advertised")
+        elif not health[device_id]:
+            problems.append(f"{device_id!r} is {UNHEALTHY}")
+        seen.add(device_id)
+    if problems:
+        raise AllocationError(
+            f"{resource}: refusing Allocate: {'; '.join(dict.fromkeys(problems))}; "
+            f"advertised: {describe_ids(advertised)}"
+        )
+
+
+def check_preferred(
+    resource: str, available: Sequence[str], must_include: Sequence[str], size: int
+) -> None:
+    """Refuse a GetPreferredAllocation no answer can satisfy (IDs already de-duplicated)."""
+    problem = None
+    missing = [i for i in must_include if i not in set(available)]
+    if size < 0:
+        problem = f"allocation_size {size} is negative"
+    elif size > len(available):
+        problem = f"allocation_size {size} is more than the {len(available)} available IDs"
+    elif missing:
+        problem = f"must-include IDs {missing} are not among the available IDs"
+    elif len(must_include) > size:
+        problem = f"{len(must_include)} must-include IDs do not fit allocation_size {size}"
+    if problem is not None:
+        raise AllocationError(f"{resource}: refusing GetPreferredAllocation: {problem}")
+
+
+def settle_preferred(
+    available: Sequence[str],
+    must_include: Sequence[str],
+    size: int,
+    picks: Sequence[str],
+    known: Collection[str],
+) -> list[str]:
+    """Exactly `size` distinct IDs from `available`, every must-include first.
+
+    The plugin's picks come next in its order, then the rest of `available`; IDs in `known`
+    (advertised Healthy) go before any other, so a stale ID is used only when kubelet left
+    nothing else. A plugin bug thus costs a worse placement, never a broken contract.
+    """
+    offered = set(available)
+    chosen = dict.fromkeys(must_include)
+    ranked = [i for i in picks if i in offered] + list(available)
+    for device_id in [i for i in ranked if i in known] + ranked:
+        if len(chosen) >= size:
+            break
+        chosen.setdefault(device_id)
+    return list(chosen)

@@ -1,24 +1,35 @@
 """The `v1beta1.DevicePlugin` gRPC service for one ResourcePlugin.
 
 It translates RPCs to plugin calls, maps plugin errors to gRPC status codes with the plugin's
-message (kubelet shows it in the pod's events), and records latency and errors.
+message (kubelet shows it in the pod's events), and records latency and errors. It also holds
+kubelet to the protocol on the plugin's behalf: Allocate may name only advertised Healthy IDs,
+a preferred allocation always has the asked size from the offered IDs, and a list kubelet
+could not receive is never sent (the stream stays open for the next one).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import grpc
 
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
 from erdma.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
-from erdma.deviceplugin.convert import allocation_to_pb, container_requests, device_list_to_pb
+from erdma.deviceplugin.convert import (
+    KUBELET_MAX_MESSAGE_BYTES,
+    allocation_to_pb,
+    check_allocate,
+    check_preferred,
+    container_requests,
+    device_list_to_pb,
+    settle_preferred,
+)
 from erdma.deviceplugin.feed import DeviceFeed
 from erdma.deviceplugin.metrics import DevicePluginMetrics
-from erdma.deviceplugin.plugin import AllocationError, ResourcePlugin
+from erdma.deviceplugin.plugin import AllocationError, PluginDevice, ResourcePlugin
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +97,39 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
             "ListAndWatch stream opened",
             extra={"resource": self._resource, "devices": len(devices)},
         )
+        last_problem = ""
         try:
             while True:
-                yield device_list_to_pb(devices)
+                message, problem = self._list_message(devices)
+                if problem and problem != last_problem:  # once per distinct problem
+                    log.error(problem, extra={"resource": self._resource})
+                last_problem = problem
+                if message is not None:
+                    yield message
                 version, devices = await self._feed.next_after(version)
         finally:
             log.info("ListAndWatch stream closed", extra={"resource": self._resource})
+
+    def _list_message(
+        self, devices: Sequence[PluginDevice]
+    ) -> tuple[pb.ListAndWatchResponse | None, str]:
+        """The message to send, or None and why not: one bad list must not end the stream.
+
+        Raising here would close the stream, and kubelet opens a new one only after a new
+        registration; kubelet silently drops a message over its receive limit.
+        """
+        try:
+            message = device_list_to_pb(devices)
+        except (ValueError, TypeError) as err:
+            return None, f"{self._resource}: device list not sent: cannot encode it: {err}"
+        size = message.ByteSize()
+        if size > KUBELET_MAX_MESSAGE_BYTES:
+            return None, (
+                f"{self._resource}: device list not sent: {len(devices)} IDs make a "
+                f"{size} bytes ListAndWatch message, over kubelet's {KUBELET_MAX_MESSAGE_BYTES}"
+                "-byte gRPC limit; advertise fewer IDs"
+            )
+        return message, ""
 
     async def GetPreferredAllocation(
         self, request: pb.PreferredAllocationRequest, context: grpc.aio.ServicerContext
@@ -99,24 +137,35 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         async def prefer() -> pb.PreferredAllocationResponse:
             return pb.PreferredAllocationResponse(
                 container_responses=[
-                    pb.ContainerPreferredAllocationResponse(
-                        deviceIDs=self._plugin.preferred_allocation(
-                            list(c.available_deviceIDs),
-                            list(c.must_include_deviceIDs),
-                            c.allocation_size,
-                        )
-                    )
+                    pb.ContainerPreferredAllocationResponse(deviceIDs=self._prefer_one(c))
                     for c in request.container_requests
                 ]
             )
 
         return await self._answer("GetPreferredAllocation", context, prefer)
 
+    def _prefer_one(self, request: pb.ContainerPreferredAllocationRequest) -> list[str]:
+        """The plugin's choice, held to kubelet's contract whatever the plugin answered."""
+        available = list(dict.fromkeys(request.available_deviceIDs))
+        must = list(dict.fromkeys(request.must_include_deviceIDs))
+        size = request.allocation_size
+        check_preferred(self._resource, available, must, size)
+        picks = self._plugin.preferred_allocation(available, must, size)
+        known = {d.id for d in self._feed.snapshot()[1] if d.healthy}
+        chosen = settle_preferred(available, must, size, picks, known)
+        if chosen != list(picks):
+            log.warning(
+                "preferred allocation repaired to keep the kubelet contract",
+                extra={"resource": self._resource, "picked": list(picks), "answer": chosen},
+            )
+        return chosen
+
     async def Allocate(
         self, request: pb.AllocateRequest, context: grpc.aio.ServicerContext
     ) -> pb.AllocateResponse:
         async def allocate() -> pb.AllocateResponse:
             wanted = container_requests(request)
+            check_allocate(self._resource, wanted, self._feed.snapshot()[1])
             allocations = self._plugin.allocate(wanted) if wanted else []
             if len(allocations) != len(wanted):
                 raise RuntimeError(

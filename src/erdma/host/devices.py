@@ -35,6 +35,9 @@ from erdma.host.sysfs import (
 
 log = logging.getLogger(__name__)
 
+#: Linux's ceiling on NUMA node IDs (MAX_NUMNODES, 1 << CONFIG_NODES_SHIFT, at most 1024);
+#: a larger value is garbage, and one wider than int64 cannot even go to kubelet
+MAX_NUMA_NODES = 1024
 NODE_TYPES = {1: "CA", 2: "SWITCH", 3: "ROUTER", 4: "RNIC", 5: "USNIC", 6: "USNIC_UDP"}
 _CHARDEV_NAME = re.compile(r"^(uverbs|umad|issm)\d+$")
 
@@ -125,6 +128,12 @@ def _numa(path: Path, notes: list[str]) -> int | None:
         value = int(text)
     except ValueError:
         notes.append(f"numa_node {text!r} is not a number; treated as no NUMA affinity")
+        return None
+    if value >= MAX_NUMA_NODES:
+        notes.append(
+            f"numa_node {text!r} is beyond Linux's {MAX_NUMA_NODES} NUMA nodes; "
+            "treated as no NUMA affinity"
+        )
         return None
     return value if value >= 0 else None
 
@@ -267,5 +276,6 @@ def _nvidia_gpus(host: HostRoot) -> tuple[Gpu, ...]:
     gpus = []
     for address in sorted(set(bound) | set(procs)):
         numa = read_int(host.sys / "bus" / "pci" / "devices" / address / "numa_node")
-        gpus.append(Gpu(address, numa if numa is not None and numa >= 0 else None))
+        valid = numa is not None and 0 <= numa < MAX_NUMA_NODES
+        gpus.append(Gpu(address, numa if valid else None))
     return tuple(gpus)
