@@ -22,10 +22,10 @@ from erdma import settings
 from erdma.agent.config import (
     ENV_PREFIX,
     AgentConfig,
-    NcclConfig,
     SharedResourceConfig,
     SharedSelectors,
 )
+from erdma.agent.nccl import NcclConfig
 from erdma.controller.config import ControllerConfig
 from erdma.dra.config import DraConfig
 

@@ -2,18 +2,19 @@
 
 A pydantic model (the agent's `AgentConfig`, the controller's `ControllerConfig`) is the only
 declaration of a setting: its alias is the file key, its ``description`` the help text, and
-``json_schema_extra`` says where else it appears (``flag: False`` for file-only settings such
+``json_schema_extra`` says where else it appears: ``flag: False`` for file-only settings such
 as a command that may carry a token; ``env`` for extra environment names kept from the
-reference; ``chart`` for what the chart's schema restricts further, e.g. with its label-map
-definition: ``{"chart": {"definition": "labelMap"}}``). From it come the command-line flags,
-the environment variables, the key names in error messages, the configuration reference in
-docs/ and the chart's JSON schema.
+reference; ``secret`` for a value never logged; ``chart`` for what the chart's schema restricts
+further, e.g. with its label-map definition: ``{"chart": {"definition": "labelMap"}}``. From it
+come the command-line flags, the environment variables, the key names in error messages, the
+configuration reference in docs/, the chart's JSON schema and the redacted start-up log line.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import re
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -210,3 +211,27 @@ def reference_table(model: type[BaseModel], env_prefix: str | None = None) -> st
         cells += [_default_text(info), accepted and f"`{accepted}`", info.description or ""]
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"
+
+
+REDACTED = "<redacted>"
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
+
+
+def redacted(config: BaseModel) -> dict[str, Any]:
+    """``config`` as JSON for a log line: ``secret`` settings replaced, and the user:password
+    part of every URL hidden (a token in a command or a URL must not reach the logs)."""
+    data = config.model_dump(mode="json")
+    for name, info in type(config).model_fields.items():
+        if _extra(info).get("secret") and data.get(name):
+            data[name] = REDACTED
+    return _hide_userinfo(data)
+
+
+def _hide_userinfo(value: Any) -> Any:
+    if isinstance(value, str):
+        return _URL_USERINFO.sub(rf"\g<scheme>{REDACTED}@", value)
+    if isinstance(value, dict):
+        return {k: _hide_userinfo(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hide_userinfo(v) for v in value]
+    return value

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from erdma.agent.config import ConfigError, NcclConfig, build_config
-from erdma.agent.nccl import first_ipv4_gid_index, nccl_env
+from erdma.agent.config import ConfigError, build_config
+from erdma.agent.nccl import NcclConfig, first_ipv4_gid_index, nccl_env
 from erdma.host.devices import scan
 from erdma.host.driver import DriverMode
 from erdma.sim import fakehost

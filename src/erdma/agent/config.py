@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 from erdma import settings
+from erdma.agent.config_file import ConfigError, load_file
+from erdma.agent.exposure import parse_rules
+from erdma.agent.nccl import NcclConfig
 from erdma.cdi import DeviceListStrategy
 from erdma.dra.config import DraConfig
 
@@ -26,9 +28,12 @@ FILE_ONLY: dict[str, Any] = {"flag": False}
 # what the chart's schema checks of selector entries, with its own definitions
 GLOBS: dict[str, Any] = {"chart": {"items": {"definition": "glob"}}}
 PCI_IDS: dict[str, Any] = {"chart": {"items": {"definition": "pciId"}}}
-EXPOSED_ERI_PATTERN = (
-    r"^\s*i-([A-Za-z0-9][A-Za-z0-9-]*|\*)\s+[A-Za-z0-9_.*?\[\]-]+(/[A-Za-z0-9_.*?\[\]-]+)*\s*$"
-)
+# a device name or glob: name characters, `*`, `?` and balanced `[...]` classes
+_DEVICE_GLOB = r"(?:[A-Za-z0-9_.*?-]|\[!?[A-Za-z0-9_.*?-]+\])+"
+_INSTANCE = r"i-([A-Za-z0-9][A-Za-z0-9-]*|\*)"
+EXPOSED_ERI_PATTERN = rf"^\s*{_INSTANCE}\s+{_DEVICE_GLOB}(/{_DEVICE_GLOB})*\s*$"
+# characters of a bad value quoted in an error message
+MAX_SHOWN = 200
 
 
 CharKind = Literal["uverbs", "rdma_cm", "umad", "issm"]
@@ -41,40 +46,6 @@ def _default_chars() -> list[CharKind]:
 
 def _default_resources() -> list[ResourceKind]:
     return ["aliyun/erdma"]
-
-
-class ConfigError(ValueError):
-    """A configuration value that cannot be used; the message says which and why."""
-
-
-class NcclConfig(BaseModel):
-    """NCCL env for GPU pods in compat/ofed mode; see erdma.agent.nccl.
-
-    `overrides` replace computed values; an empty value removes that variable.
-    """
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
-
-    enabled: bool = True
-    socket_ifname: str = Field(
-        "", alias="socketIfname", pattern=r"^(\^?=?[\w.:@-]+(,[\w.:@-]+)*)?$"
-    )
-    gid_index: int | None = Field(None, alias="gidIndex", ge=-1, le=255)
-    overrides: dict[str, str] = Field(
-        default_factory=dict,
-        json_schema_extra={"propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}},
-    )
-
-    @field_validator("overrides")
-    @classmethod
-    def _env_names(cls, values: dict[str, str]) -> dict[str, str]:
-        for key in values:
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-                raise ValueError(
-                    f"key {key!r} is not an environment variable name; use letters, digits "
-                    "and underscores, not starting with a digit"
-                )
-        return values
 
 
 class SharedSelectors(BaseModel):
@@ -249,7 +220,7 @@ class AgentConfig(BaseModel):
         alias="driverInstallCommand",
         description="opt-in installer run when the erdma module is missing (file only: it "
         "may carry a token)",
-        json_schema_extra={"flag": False, "env": ["ERDMA_DRIVER_INSTALL_COMMAND"]},
+        json_schema_extra={"flag": False, "env": ["ERDMA_DRIVER_INSTALL_COMMAND"], "secret": True},
     )
     nccl: NcclConfig = Field(
         default_factory=NcclConfig,
@@ -297,40 +268,34 @@ class AgentConfig(BaseModel):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @field_validator("exposed_local_eris")
+    @classmethod
+    def _rules(cls, values: list[str]) -> list[str]:
+        parse_rules(values)  # an unbalanced glob such as 'i-* erdma_[0' is refused here
+        return values
 
-def _explain(error: ValidationError) -> str:
+    def loggable(self) -> dict[str, Any]:
+        """The settings as JSON for the start-up log line, without credentials."""
+        return settings.redacted(self)
+
+
+def _explain(errors: list[ErrorDetails], flags: bool = True) -> str:
+    """One line naming each bad key as people write it (with its flag where ``flags``)."""
     lines = []
-    for item in error.errors():
+    for item in errors:
         loc = [str(p) for p in item["loc"]]
         if loc and loc[0] in AgentConfig.model_fields:
             # Name the key as people write it: the file key, and the flag where there is one.
             info = AgentConfig.model_fields[loc[0]]
             key = settings.key_of(loc[0], info)
-            flagged = settings.has_flag(info) and len(loc) == 1
+            flagged = flags and settings.has_flag(info) and len(loc) == 1
             loc[0] = f"{key} ({settings.flag_of(loc[0])})" if flagged else key
         key = ".".join(loc) or "(root)"
-        shown = item.get("input")
-        lines.append(f"{key}={shown!r}: {item['msg']}")
+        shown = repr(item.get("input"))
+        if len(shown) > MAX_SHOWN:  # a huge value must not make a huge error line
+            shown = shown[: MAX_SHOWN - 3] + "..."
+        lines.append(f"{key}={shown}: {item['msg']}")
     return "invalid agent configuration: " + "; ".join(lines)
-
-
-def load_file(path: Path) -> dict[str, Any]:
-    """A YAML or JSON mapping; a missing file or non-mapping is a ConfigError."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"config file {path}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise ConfigError(
-            f"config file {path}: not valid {path.suffix[1:] or 'JSON'}: {exc}"
-        ) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path}: expected a mapping, got {type(data).__name__}")
-    return data
 
 
 def env_values(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -350,17 +315,58 @@ def build_config(
     environ: Mapping[str, str] | None = None,
     flags: Mapping[str, Any] | None = None,
 ) -> AgentConfig:
-    """file < env < flags; flags whose value is None were not given and do not override."""
+    """file < env < flags; flags whose value is None were not given and do not override.
+
+    A file's values are typed (YAML/JSON), so they are checked strictly: `slotsPerDevice: true`
+    or `metricsPort: "9000"` is refused, not coerced. Env and flags are strings by nature and
+    are parsed."""
     merged: dict[str, Any] = {}
     if file is not None:
-        for key, value in load_file(file).items():
-            merged[_field_name(key)] = value
+        from_file = {_field_name(key): value for key, value in load_file(file).items()}
+        overridden = set(env_values(os.environ if environ is None else environ))
+        overridden |= {k for k, v in (flags or {}).items() if v is not None}
+        _check_file_types(file, {k: v for k, v in from_file.items() if k not in overridden})
+        merged.update(from_file)
     merged.update(env_values(os.environ if environ is None else environ))
     merged.update({k: v for k, v in (flags or {}).items() if v is not None})
     try:
         return AgentConfig.model_validate(merged)
     except ValidationError as exc:
-        raise ConfigError(_explain(exc)) from None
+        raise ConfigError(_explain(exc.errors())) from None
+
+
+def _check_file_types(file: Path, values: dict[str, Any]) -> None:
+    """Refuse a file value of the wrong JSON type (a bool for a number, a string for a bool);
+    other problems are reported by the full validation, with what overrides them."""
+    try:
+        text = json.dumps(values, default=str)
+        AgentConfig.__pydantic_validator__.validate_json(text, strict=True)
+    except ValidationError as exc:
+        wrong = [e for e in exc.errors() if e["type"].endswith("_type")]
+        if wrong:
+            raise ConfigError(f"config file {file}: {_explain(wrong, flags=False)}") from None
+
+
+def check_startup(config: AgentConfig) -> None:
+    """What the model cannot know: paths on this node that must be of the right kind before
+    anything starts (a kubelet dir that is a file, a kubeconfig that is missing)."""
+    problems = []
+    existing = next((p for p in (config.kubelet_dir, *config.kubelet_dir.parents) if
+                     p.exists()), None)  # fmt: skip
+    if existing is not None and not existing.is_dir():
+        where = "is" if existing == config.kubelet_dir else f"is under {existing}, which is"
+        problems.append(
+            f"kubeletDir (--kubelet-dir)={str(config.kubelet_dir)!r}: {where} a file, not a "
+            "directory; use kubelet's root directory such as /var/lib/kubelet"
+        )
+    if config.kubeconfig and not Path(config.kubeconfig).is_file():
+        why = "is not a file" if Path(config.kubeconfig).exists() else "no such file"
+        problems.append(
+            f"kubeconfig (--kubeconfig)={config.kubeconfig!r}: {why}; give an existing "
+            "kubeconfig or leave it empty for in-cluster access"
+        )
+    if problems:
+        raise ConfigError("invalid agent configuration: " + "; ".join(problems))
 
 
 def _field_name(key: str) -> str:

@@ -17,7 +17,8 @@ from erdma.host.model import RdmaDevice
 
 ACCEPTED_FORM = "'<instance-id|i-*> <device>[/<device>...]', e.g. 'i-* erdma_*'"
 _ENTRY = re.compile(r"^(i-(?:[A-Za-z0-9][A-Za-z0-9-]*|\*))\s+(\S+)$")
-_DEVICE = re.compile(r"^[A-Za-z0-9_.*?\[\]-]+$")
+# name characters, `*`, `?` and balanced `[...]` classes: 'erdma_[0' would never match a device
+_DEVICE = re.compile(r"^(?:[A-Za-z0-9_.*?-]|\[!?[A-Za-z0-9_.*?-]+\])+$")
 
 
 class ExposureError(ValueError):
@@ -43,8 +44,11 @@ def parse_rules(entries: Iterable[str]) -> tuple[ExposureRule, ...]:
         match = _ENTRY.match(entry.strip())
         patterns = tuple(match.group(2).split("/")) if match else ()
         if not match or not all(_DEVICE.match(p) for p in patterns):
+            brackets = " (a device glob has an unbalanced '[' or ']')" if "[" in entry or (
+                "]" in entry) else ""  # fmt: skip
             raise ExposureError(
-                f"exposedLocalERIs entry {entry!r} is invalid; the accepted form is {ACCEPTED_FORM}"
+                f"exposedLocalERIs entry {entry!r} is invalid{brackets}; the accepted form is "
+                f"{ACCEPTED_FORM}"
             )
         rules.append(ExposureRule(match.group(1), patterns))
     return tuple(rules)

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from erdma import settings
-from erdma.agent.config import ENV_PREFIX, AgentConfig, ConfigError, build_config
+from erdma.agent.config import ENV_PREFIX, AgentConfig, ConfigError, build_config, check_startup
 from erdma.agent.exposure import ExposureError
 from erdma.agent.service import Agent
 from erdma.logs import setup_json_logging
@@ -27,6 +27,7 @@ def agent_command(config_file: Path | None, **flags: Any) -> None:
     """Run the node agent: device plugins for kubelet, health, node preparation."""
     try:
         config = build_config(config_file, flags=flags)
+        check_startup(config)
         setup_json_logging(config.log_level)
         agent = Agent(config)
     except (ConfigError, ExposureError, ValueError) as exc:
@@ -40,6 +41,6 @@ async def _serve(agent: Agent) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("agent started", extra={"config": agent.config.model_dump(mode="json")})
+    log.info("agent started", extra={"config": agent.config.loggable()})
     await agent.run(stop)
     log.info("agent stopped")

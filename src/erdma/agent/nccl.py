@@ -18,12 +18,45 @@ device-plugin envs before the container's own, so a pod's `env` always wins (see
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from erdma.agent.config import NcclConfig
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from erdma.host.driver import DriverMode
 from erdma.host.model import RdmaDevice
+
+
+class NcclConfig(BaseModel):
+    """NCCL env for GPU pods in compat/ofed mode; see erdma.agent.nccl.
+
+    `overrides` replace computed values; an empty value removes that variable.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
+
+    enabled: bool = True
+    socket_ifname: str = Field(
+        "", alias="socketIfname", pattern=r"^(\^?=?[\w.:@-]+(,[\w.:@-]+)*)?$"
+    )
+    gid_index: int | None = Field(None, alias="gidIndex", ge=-1, le=255)
+    overrides: dict[str, str] = Field(
+        default_factory=dict,
+        json_schema_extra={"propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}},
+    )
+
+    @field_validator("overrides")
+    @classmethod
+    def _env_names(cls, values: dict[str, str]) -> dict[str, str]:
+        for key in values:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+                raise ValueError(
+                    f"key {key!r} is not an environment variable name; use letters, digits "
+                    "and underscores, not starting with a digit"
+                )
+        return values
+
 
 log = logging.getLogger(__name__)
 

@@ -374,8 +374,26 @@ class Agent:
 
     async def run(self, stop: asyncio.Event) -> None:
         if self.config.metrics_port:
-            start_http_server(self.config.metrics_port, registry=self.registry)
-            log.info("metrics served", extra={"port": self.config.metrics_port})
+            # a port in use is never fatal: the device plugins serve on, metrics come later
+            port = self.config.metrics_port
+
+            async def serve_metrics() -> None:
+                start_http_server(port, registry=self.registry)
+                log.info("metrics served", extra={"port": port})
+
+            try:
+                await serve_metrics()
+            except OSError as exc:
+                log.warning(
+                    "metrics port %d unavailable (%s); retrying in the background, the device "
+                    "plugins serve meanwhile", port, exc.strerror or exc, extra={"port": port},
+                )  # fmt: skip
+                if all(t.name != "metrics" for t in self.supervisor.tasks):
+                    what = f"serving metrics on port {port}"
+                    self.supervisor.tasks.append(SupervisedTask(
+                        "metrics", lambda: retry_until_done(what, serve_metrics, log),
+                        forever=False))  # fmt: skip
+                    self.supervisor.restarts["metrics"] = 0
         async with contextlib.AsyncExitStack() as services:
             await services.enter_async_context(self.manager)
             if self.dra is not None:

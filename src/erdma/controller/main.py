@@ -165,6 +165,14 @@ def controller_command(
 ) -> None:
     """Run the Regular-mode controller: ERIs through the ECS OpenAPI, ERdmaDevice objects."""
     setup_json_logging("debug" if verbose else "info")
+    if kubeconfig and not Path(kubeconfig).is_file():
+        why = "is not a file" if Path(kubeconfig).exists() else "no such file"
+        click.echo(
+            f"erdma controller: --kubeconfig={kubeconfig!r}: {why}; give an existing kubeconfig "
+            "or leave it out for in-cluster access",
+            err=True,
+        )
+        sys.exit(2)
     try:
         config = load_config(config_path)
     except ConfigError as exc:

@@ -21,9 +21,8 @@ from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
 
-from erdma.agent.config import NcclConfig
 from erdma.agent.health import device_health
-from erdma.agent.nccl import nccl_env
+from erdma.agent.nccl import NcclConfig, nccl_env
 from erdma.dra import DraConfig, DraDriver, pcie_root_or_none
 from erdma.dra.devices import slice_devices
 from erdma.dra.names import DRIVER_NAME
