@@ -14,13 +14,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, start_http_server
 
 from erdma.agent.config import AgentConfig, ConfigError
 from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy, PreStartHook
 from erdma.agent.events import NodeEvents
 from erdma.agent.exposure import Exposure, by_macs, parse_rules, select
 from erdma.agent.health import device_health
+from erdma.agent.metrics import AgentMetrics
 from erdma.agent.nccl import nccl_env
 from erdma.agent.prepare import Problem, keep_preparing, prepare
 from erdma.agent.regular import follow_devices, metadata_bring_up
@@ -44,22 +45,6 @@ from erdma.host.sysctl import Sysctls
 from erdma.kube.client import KubeApi, new_client
 
 log = logging.getLogger(__name__)
-
-
-class AgentMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.scans = Histogram(
-            "erdma_agent_scan_duration_seconds",
-            "Time to scan the host's RDMA devices.",
-            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
-            registry=registry,
-        )
-        self.allocations = Counter(
-            "erdma_agent_allocations",
-            "Containers given a physical device by Allocate, by device.",
-            ["resource", "device"],
-            registry=registry,
-        )
 
 
 class Agent:
