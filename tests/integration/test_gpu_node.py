@@ -205,7 +205,8 @@ async def test_bad_nccl_value_stops_the_agent_naming_the_key(
     assert node.process is not None
     code = await asyncio.wait_for(node.process.wait(), 20)
     assert code == 2, node.agent_log()
-    assert f"erdma agent: invalid agent configuration: {named}" in node.agent_log()
+    log = node.agent_log()
+    assert log.startswith("erdma agent: ") and f"invalid agent configuration: {named}" in log
     assert node.kubelet.registrations == []
 
 
