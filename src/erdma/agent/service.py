@@ -61,6 +61,7 @@ class Agent:
         self.config = config
         self.events = NodeEvents(config.node_name, config.kubeconfig or None)
         self._health_seen: dict[str, bool] = {}
+        self._skipped_seen: dict[str, str] = {}
         self.registry = registry or CollectorRegistry()
         self.metrics = AgentMetrics(self.registry)
         self._cdi_spec: dict[str, object] | None = None
@@ -131,6 +132,7 @@ class Agent:
         )
         self.erdma.update(plugins_view)
         self._report_health_changes()
+        self._report_skipped(snapshot)
         for plugin in self.shared:
             plugin.update(plugins_view)
         self._publish_dra(snapshot)
@@ -158,6 +160,17 @@ class Agent:
         if self.dra is not None:
             exposed = self.erdma.policy.exposure.select(snapshot.erdma_devices)
             self.dra.publish(snapshot, exposed={d.name for d in exposed})
+
+    def _report_skipped(self, snapshot: DeviceSnapshot) -> None:
+        """A device discovery keeps out is logged when that starts or its reason changes, and
+        once more when it is back: not at every rescan (twice a second by default)."""
+        now = {s.name: s.reason for s in snapshot.skipped}
+        for name, reason in now.items():
+            if self._skipped_seen.get(name) != reason:
+                log.warning("skipping RDMA device", extra={"device": name, "reason": reason})
+        for name in sorted(self._skipped_seen.keys() - now.keys()):
+            log.info("RDMA device no longer skipped", extra={"device": name})
+        self._skipped_seen = now
 
     def _report_health_changes(self) -> None:
         """A Node Event when an exposed device turns Unhealthy or recovers."""

@@ -29,14 +29,17 @@ KUBELET_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 _MAX_NUMA_ID = 2**63 - 1
 
 
-def valid_devices(resource: str, devices: Sequence[PluginDevice]) -> list[PluginDevice]:
-    """The devices kubelet can accept; each one left out is logged with the reason.
+def valid_devices(
+    devices: Sequence[PluginDevice],
+) -> tuple[list[PluginDevice], list[tuple[str, str]]]:
+    """The devices kubelet can accept, and (ID, reason) for each one left out.
 
     Empty, over-long or repeated IDs would make kubelet miscount capacity or fail
     allocations later, far from the cause; a NUMA ID protobuf cannot encode would end the
     ListAndWatch stream of every device of the resource.
     """
     kept: list[PluginDevice] = []
+    left_out: list[tuple[str, str]] = []
     seen: set[str] = set()
     for device in devices:
         reason = None
@@ -47,14 +50,11 @@ def valid_devices(resource: str, devices: Sequence[PluginDevice]) -> list[Plugin
         elif any(not 0 <= node <= _MAX_NUMA_ID for node in device.numa_nodes):
             reason = f"NUMA node IDs {list(device.numa_nodes)} do not fit kubelet's int64"
         if reason is not None:
-            log.error(
-                "device left out of the list",
-                extra={"resource": resource, "device": device.id, "reason": reason},
-            )
+            left_out.append((device.id, reason))
             continue
         seen.add(device.id)
         kept.append(device)
-    return kept
+    return kept, left_out
 
 
 def device_to_pb(device: PluginDevice) -> pb.Device:

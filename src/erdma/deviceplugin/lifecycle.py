@@ -69,6 +69,7 @@ class PluginRunner:
         #: identity of the kubelet.sock we last registered through; a new one means a new kubelet
         self._registered_with: tuple[int, int] | None = None
         self._log_extra = {"resource": plugin.resource_name}
+        self._left_out: list[tuple[str, str]] = []
 
     @property
     def socket_path(self) -> Path | None:
@@ -77,10 +78,17 @@ class PluginRunner:
     def refresh(self, *, force: bool = False) -> None:
         """Ask the plugin for its devices and publish them to every stream."""
         try:
-            devices = valid_devices(self.plugin.resource_name, self.plugin.devices())
+            devices, left_out = valid_devices(self.plugin.devices())
         except Exception:
             log.exception("plugin failed to list devices; keeping last list", extra=self._log_extra)
             return
+        if left_out != self._left_out:  # once per change, not at every re-send
+            for device, reason in left_out:
+                log.error(
+                    "device left out of the list",
+                    extra={**self._log_extra, "device": device, "reason": reason},
+                )
+            self._left_out = left_out
         self._metrics.set_devices(self.plugin.resource_name, devices)
         if self.feed.publish(devices, force=force) and not force:
             log.info("device list changed", extra={**self._log_extra, "devices": len(devices)})

@@ -7,7 +7,6 @@ devices. Devices are found under class/infiniband whatever their PCI class (eRDM
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from pathlib import Path
@@ -33,8 +32,6 @@ from erdma.host.sysfs import (
     resolved_name,
 )
 
-log = logging.getLogger(__name__)
-
 #: Linux's ceiling on NUMA node IDs (MAX_NUMNODES, 1 << CONFIG_NODES_SHIFT, at most 1024);
 #: a larger value is garbage, and one wider than int64 cannot even go to kubelet
 MAX_NUMA_NODES = 1024
@@ -53,10 +50,7 @@ def scan(root: str | os.PathLike[str] = "/") -> DeviceSnapshot:
             device = _read_device(host, name, chardevs, netdevs)
         except (OSError, ValueError) as exc:  # anything sysfs can throw at us
             device = Skipped(name, f"unreadable: {exc}")
-        if isinstance(device, Skipped):
-            log.warning(
-                "skipping RDMA device", extra={"device": device.name, "reason": device.reason}
-            )
+        if isinstance(device, Skipped):  # the agent logs it when it appears or changes
             skipped.append(device)
         else:
             devices.append(device)
