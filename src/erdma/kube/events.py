@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import httpx2 as httpx
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.models.core_v1 import EventSource, ObjectReference
@@ -71,6 +72,7 @@ class EventRecorder:
                     patch_type=PatchType.MERGE,
                 )
                 self._seen[key] = (event_name, count + 1)
+                self._recovered()
                 return
             event = Event(
                 metadata=ObjectMeta(
@@ -90,9 +92,17 @@ class EventRecorder:
             created = await self.client.create(event)
             assert created.metadata is not None and created.metadata.name is not None
             self._seen[key] = (created.metadata.name, 1)
-        except ApiError as exc:
+            self._recovered()
+        except (httpx.HTTPError, OSError) as exc:  # ApiError, and the API server being away
             self._seen.pop(key, None)
-            hint = " (the events RBAC rule is missing)" if exc.status.code == 403 else ""
+            refused = isinstance(exc, ApiError) and exc.status.code == 403
+            hint = " (the events RBAC rule is missing)" if refused else ""
             level = logging.DEBUG if self._warned else logging.WARNING
             self._warned = True
             log.log(level, "cannot record an Event on node %s%s: %s", name, hint, exc)
+
+    def _recovered(self) -> None:
+        """After failures, say once that Events get through again; the next outage warns anew."""
+        if self._warned:
+            log.info("recording Events again")
+        self._warned = False
