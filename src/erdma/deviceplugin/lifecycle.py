@@ -17,6 +17,7 @@ from pathlib import Path
 from erdma.aio import Backoff
 from erdma.api.names import KUBELET_SOCKET
 from erdma.deviceplugin.convert import valid_devices
+from erdma.deviceplugin.exclusive import ResourceLock
 from erdma.deviceplugin.feed import DeviceFeed
 from erdma.deviceplugin.metrics import DevicePluginMetrics
 from erdma.deviceplugin.plugin import ResourcePlugin
@@ -94,6 +95,13 @@ class PluginRunner:
             log.info("device list changed", extra={**self._log_extra, "devices": len(devices)})
 
     async def run(self) -> None:
+        """Serve and stay registered until cancelled, while no other process on this node
+        serves the same resource (see `erdma.deviceplugin.exclusive`)."""
+        lock = ResourceLock(self._dir, self.plugin.socket_stem, self.plugin.resource_name)
+        async with lock:
+            await self._serve_until_cancelled()
+
+    async def _serve_until_cancelled(self) -> None:
         loop = asyncio.get_running_loop()
         events = self._watcher.subscribe()
 
