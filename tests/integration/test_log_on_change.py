@@ -11,7 +11,7 @@ from erdma.agent.service import Agent
 from erdma.deviceplugin.plugin import PluginDevice
 from erdma.sim import fakehost
 from erdma.sim.kubelet import FakeKubelet
-from tests.integration.test_deviceplugin_framework import ToyPlugin, manager_for, until_listed
+from tests.integration.deviceplugin_support import ToyPlugin, manager_for, until_listed
 
 SKIP = "skipping RDMA device"
 

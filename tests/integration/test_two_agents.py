@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from erdma.deviceplugin.exclusive import ResourceLock
 from erdma.deviceplugin.manager import PluginManager
-from tests.integration.test_deviceplugin_framework import TOY, ToyPlugin, until_listed
+from tests.integration.deviceplugin_support import TOY, ToyPlugin, until_listed
 
 
 def agent(kubelet_root, plugin: ToyPlugin) -> PluginManager:

@@ -1,0 +1,88 @@
+"""The chart values sets the Helm tests render, and what the agent makes of a rendered
+ConfigMap (the fixtures that render them are in conftest_helm)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from erdma.agent.config import AgentConfig, build_config
+from tests.helm_support import (
+    ACCESS_KEY,
+    Rendered,
+    merge,
+)
+
+AGENT = "alibabacloud-erdma-agent"
+CONTROLLER = "alibabacloud-erdma-controller"
+SHARED = "ack-rdma-dp-ds"
+
+#: id -> (values, release namespace); covers both modes, every driver, webhook and shared on/off.
+CASES: dict[str, tuple[dict[str, Any], str]] = {
+    "regular-auto-driver": (
+        merge(ACCESS_KEY, {"agent": {"runtimeSocket": "/run/containerd/containerd.sock"}}),
+        "kube-system",
+    ),
+    "regular-default-webhook-shared": (
+        merge(
+            ACCESS_KEY,
+            {
+                "agent": {"preferDriver": "default", "slotsPerDevice": 50, "jumboFrameMTU": 9000},
+                "config": {"enableWebhook": True, "region": "cn-hangzhou"},
+                "sharedRdma": {"enabled": True, "capacity": 500},
+                "nodeSelector": {"erdma.alibabacloud.com/enabled": "true"},
+                "webhookFailurePolicy": "Fail",
+            },
+        ),
+        "erdma-system",
+    ),
+    "regular-compat-rrsa-hostns": (
+        {
+            "credentials": {"type": "oidc_role_arn", "roleName": "erdma-controller"},
+            "agent": {
+                "preferDriver": "compat",
+                "hostNamespace": True,
+                "deviceListStrategy": "cdi-cdi-devices",
+                "nccl": {"gidIndex": 1, "overrides": {"NCCL_DEBUG": "INFO"}},
+            },
+            "metrics": {"serviceMonitor": {"enabled": True}},
+        },
+        "networking",
+    ),
+    "local-ofed": (
+        {
+            "config": {"localERIDiscovery": True},
+            "agent": {
+                "preferDriver": "ofed",
+                "exposedLocalERIs": ["i-* erdma_*", "i-bp1abc erdma_0/erdma_1"],
+            },
+        },
+        "kube-system",
+    ),
+    "regular-dra": (
+        merge(
+            ACCESS_KEY,
+            {"dra": {"enabled": True, "devices": ["erdma_1"], "unhealthy": "taint"}},
+        ),
+        "kube-system",
+    ),
+    "local-default-shared-ipv6": (
+        {
+            "config": {"localERIDiscovery": True},
+            "agent": {"preferDriver": "default", "allocateAllDevices": True},
+            "sharedRdma": {
+                "enabled": True,
+                "nonHostNetworkRdma": True,
+                "selectors": {"ibdevNames": ["mlx5_*"], "vendors": ["15b3"]},
+            },
+        },
+        "rdma",
+    ),
+}
+
+
+def agent_config(out: Rendered, configmap: str, tmp_path: Path) -> AgentConfig:
+    """What `erdma agent --config` makes of the ConfigMap file, on a node named node-a."""
+    path = tmp_path / f"{configmap}.yaml"
+    path.write_text(out.config_file(configmap, "agent.yaml"))
+    return build_config(path, environ={"NODE_NAME": "node-a"})
