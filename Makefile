@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck generate stubs bench image venv clean
+.PHONY: demo test lint typecheck generate stubs bench chaos image venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ stubs: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench.bench_agent
 	$(PY) -m bench.bench_controller_cloud --nodes 1000
+
+## chaos: the fault suite at full trial counts; rewrites the table in docs/reliability.md
+chaos: $(STAMP)
+	$(PY) -m bench.chaos --write-docs
 
 IMAGE ?= erdma-k8s/erdma:0.1.0
 ## image: the one container image for all programs (needs a Docker engine)
