@@ -4,23 +4,19 @@ anything else gets a 4xx with a reason, never a 500 or a traceback in the log.
 
 from __future__ import annotations
 
-import json
-import logging
 import ssl
 from collections.abc import AsyncIterator
-from typing import Any
 
 import aiohttp
 import pytest
 
-from erdma.api.names import SMCR_ANNOTATION
 from erdma.webhook import smcr
 from erdma.webhook.review import Handler
 from erdma.webhook.server import MAX_REVIEW_BYTES, start_webhook
+from tests.integration.admission_http import SERVER_NAME
+from tests.integration.webhook_bodies import UID, MiB, pod, review, review_of_size
 
 pytest_plugins = ["tests.integration.webhook_support"]
-MiB = 1024 * 1024
-UID = "705ab4f5-6393-11e8-b7cc-42010a800002"
 
 
 @pytest.fixture
@@ -31,55 +27,6 @@ def webhook_routes() -> dict[str, Handler]:
 @pytest.fixture
 def webhook_path() -> str:
     return smcr.PATH
-
-
-@pytest.fixture
-def quiet(caplog: pytest.LogCaptureFixture):
-    """After the test: nothing was logged at ERROR or with a traceback (aiohttp logs a handler's
-    unexpected exception as ``Error handling request`` with the traceback)."""
-    caplog.set_level(logging.DEBUG)
-    yield
-    loud = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
-    assert not loud, [r.getMessage() for r in loud]
-
-
-def pod(blob_bytes: int = 0) -> dict[str, Any]:
-    """An SMC-R pod; ``blob_bytes`` of annotation make it as big as a pod can get."""
-    annotations = {SMCR_ANNOTATION: "true"}
-    if blob_bytes:
-        annotations["example.com/blob"] = "x" * blob_bytes
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "big", "annotations": annotations},
-        "spec": {
-            "containers": [
-                {"name": "main", "image": "app", "resources": {"limits": {"aliyun/erdma": "1"}}}
-            ]
-        },
-    }
-
-
-def review(obj: dict[str, Any], operation: str = "CREATE", old: dict | None = None) -> bytes:
-    request: dict[str, Any] = {
-        "uid": UID,
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "operation": operation,
-        "namespace": "default",
-        "object": obj,
-    }
-    if old is not None:
-        request["oldObject"] = old
-    doc = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-    return json.dumps(doc).encode()
-
-
-def review_of_size(size: int) -> bytes:
-    """A valid CREATE review of exactly ``size`` bytes."""
-    envelope = len(review(pod(1)))
-    body = review(pod(size - envelope + 1))
-    assert len(body) == size
-    return body
 
 
 @pytest.mark.parametrize("size", [MiB * 3 // 2, 3 * MiB], ids=["1.5MiB", "3MiB"])
@@ -169,8 +116,6 @@ async def test_server_still_serves_after_bad_bodies(post, quiet):
 
 async def test_chunked_body_over_the_limit_is_413(webhook_cert, webhook_routes, quiet):
     """No Content-Length to go by: the limit holds while the body streams in."""
-    from tests.integration.webhook_support import SERVER_NAME  # registered as a plugin above
-
     server = await start_webhook(
         webhook_routes, webhook_cert["tls.crt"], webhook_cert["tls.key"], "127.0.0.1", 0
     )

@@ -1,9 +1,10 @@
 """The admission webhooks the controller serves on every replica (not only the leader).
 
 `/validate-rdma-hca` keeps `rdma/hca` to hostNetwork pods unless non-hostNetwork RDMA is on;
-`/mutate-pods-smcr` injects the SMC-R init container when enabled. Certificates come from the
-shared Secret; one background loop keeps the served certificate and the caBundle of the webhook
-configurations in step with it for as long as the controller runs.
+`/mutate-pods-smcr` injects the SMC-R init container when enabled, and `/mutating`, the
+reference controller's path, answers as it does (admitting untouched with injection off).
+Certificates come from the shared Secret; one background loop keeps the served certificate and
+the caBundle of the webhook configurations in step with it for as long as the controller runs.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from erdma.controller.webhook_certs import (
     setup_webhook_certs,
 )
 from erdma.webhook import hostnetwork, smcr
-from erdma.webhook.review import Handler
+from erdma.webhook.review import AdmissionRequest, Handler, Verdict
 from erdma.webhook.server import WebhookServer, start_webhook
 
 DEFAULT_SMCR_INIT_IMAGE = f"erdma-k8s/erdma:{__version__}"
@@ -37,15 +38,30 @@ FOLLOW_INTERVAL = 60.0
 log = logging.getLogger(__name__)
 
 
+def _admit(_request: AdmissionRequest) -> Verdict:
+    """Admit untouched: what the reference's `/mutating` answers with injection off."""
+    return Verdict()
+
+
 def webhook_routes(config: ControllerConfig) -> dict[str, Handler]:
+    """Path -> handler, as `start_webhook` serves them.
+
+    `/mutating` is served whenever the webhooks are, as the reference served it: a
+    MutatingWebhookConfiguration carried over from the reference keeps its path, and one left
+    behind with injection off must not turn pod creation away with a 404 under
+    ``failurePolicy: Fail``.
+    """
     routes: dict[str, Handler] = {
         hostnetwork.PATH: hostnetwork.HostNetworkRdmaValidator(
             resources=tuple(config.shared_resource_names),
             non_host_network_rdma=config.non_host_network_rdma,
         )
     }
+    mutating: Handler = _admit
     if config.enable_init_container_inject and config.enable_device_plugin:
-        routes[smcr.PATH] = smcr.SmcrInjector(config.smc_init_image or DEFAULT_SMCR_INIT_IMAGE)
+        mutating = smcr.SmcrInjector(config.smc_init_image or DEFAULT_SMCR_INIT_IMAGE)
+        routes[smcr.PATH] = mutating
+    routes[smcr.REFERENCE_PATH] = mutating
     return routes
 
 

@@ -13,13 +13,12 @@ canonical form (a zero request reads `0`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from erdma.api.names import SHARED_RESOURCE
+from erdma.webhook.pod import Pod, read_pod
 from erdma.webhook.review import AdmissionRequest, Verdict
-from erdma.webhook.smcr import requests_resource
 
 PATH = "/validate-rdma-hca"
 DEFAULT_RESOURCES: tuple[str, ...] = (SHARED_RESOURCE,)
@@ -41,23 +40,14 @@ def _check_names(resources: Sequence[str]) -> tuple[str, ...]:
     return tuple(resources)
 
 
-def _requesters(spec: Mapping[str, Any], resources: Sequence[str]) -> list[tuple[str, str]]:
+def _requesters(pod: Pod, resources: Sequence[str]) -> list[tuple[str, str]]:
     """(container name, resource) for every container asking for a positive amount."""
-    found = []
-    for key in ("initContainers", "containers"):
-        for container in spec.get(key) or ():
-            for resource in resources:
-                if requests_resource({"containers": [container]}, resource):
-                    found.append((str(container.get("name", "?")), resource))
-    return found
+    return [(c.name, r) for c in pod.all_containers() for r in resources if c.asks_for(r)]
 
 
-def _pod_name(request: AdmissionRequest) -> str:
-    metadata = request.object.get("metadata") or {}
-    name = metadata.get("name") or (
-        f"{metadata['generateName']}<generated>" if metadata.get("generateName") else "<unnamed>"
-    )
-    return f"{request.namespace}/{name}" if request.namespace else str(name)
+def _pod_name(request: AdmissionRequest, pod: Pod) -> str:
+    name = pod.name or (f"{pod.generate_name}<generated>" if pod.generate_name else "<unnamed>")
+    return f"{request.namespace}/{name}" if request.namespace else name
 
 
 def _describe(found: Iterable[tuple[str, str]]) -> str:
@@ -79,19 +69,19 @@ class HostNetworkRdmaValidator:
             return Verdict()
         if request.operation != "CREATE" or request.kind not in ("", "Pod"):
             return Verdict()
-        spec = request.object.get("spec") or {}
-        if spec.get("hostNetwork") is True:
+        pod = read_pod(request.object)
+        if pod.host_network:
             return Verdict()
-        found = _requesters(spec, self.resources)
+        found = _requesters(pod, self.resources)
         if not found:
             return Verdict()
         return Verdict(
             allowed=False,
             message=(
-                f"pod {_pod_name(request)}: {_describe(found)}, but the pod is not hostNetwork "
-                "and RDMA for non-hostNetwork pods is disabled on this cluster, so it could not "
-                "use RDMA. Fix: set spec.hostNetwork: true, or enable non-hostNetwork RDMA "
-                "(nonHostNetworkRdma: true), which needs a Lingjun compute network that uses "
-                "IPv6 (chosen when the Lingjun cluster was created)."
+                f"pod {_pod_name(request, pod)}: {_describe(found)}, but the pod is not "
+                "hostNetwork and RDMA for non-hostNetwork pods is disabled on this cluster, so "
+                "it could not use RDMA. Fix: set spec.hostNetwork: true, or enable "
+                "non-hostNetwork RDMA (nonHostNetworkRdma: true), which needs a Lingjun compute "
+                "network that uses IPv6 (chosen when the Lingjun cluster was created)."
             ),
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,14 @@ KIND = "AdmissionReview"
 
 class ReviewError(ValueError):
     """A body that is not an AdmissionReview v1 request; answered with HTTP 400."""
+
+
+class ObjectError(ValueError):
+    """A well-formed review whose object has a field of the wrong type.
+
+    Answered with a review that denies the object (status code 400) and says which field: the
+    review itself is sound, so the caller gets a verdict it can show rather than a failed call.
+    """
 
 
 @dataclass(frozen=True)
@@ -36,21 +45,28 @@ class Verdict:
     allowed: bool = True
     message: str = ""
     patch: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    #: ``status.code`` of the response; by default 200 when allowed, 403 when denied
+    code: int | None = None
 
 
 Handler = Callable[[AdmissionRequest], Verdict]
 
 
-def _show(value: Any, limit: int = 80) -> str:
-    """`value` for an error message, cut short: a hostile body may put megabytes in a field."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlevel = 3
+
+
+def show_value(value: Any) -> str:
+    """``value`` for an error message, cut short in length and depth: a hostile body may put
+    megabytes in a field, or nest it hundreds of levels deep."""
+    return _SHORT.repr(value)
 
 
 def _field(doc: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     value = doc.get(key)
     if not isinstance(value, kind):
-        raise ReviewError(f"{where}.{key} must be a {kind.__name__}, got {_show(value)}")
+        raise ReviewError(f"{where}.{key} must be a {kind.__name__}, got {show_value(value)}")
     return value
 
 
@@ -61,6 +77,10 @@ def _optional_mapping(doc: Mapping[str, Any], key: str, where: str) -> Mapping[s
     if not isinstance(value, dict):
         raise ReviewError(f"{where}.{key} must be a dict, got {type(value).__name__}")
     return value
+
+
+def _optional_str(doc: Mapping[str, Any], key: str, where: str) -> str:
+    return "" if doc.get(key) is None else str(_field(doc, key, str, where))
 
 
 def parse_review(body: bytes) -> AdmissionRequest:
@@ -74,27 +94,22 @@ def parse_review(body: bytes) -> AdmissionRequest:
         raise ReviewError("body is empty; expected an AdmissionReview")
     try:
         doc = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # also not UTF-8, and integers over Python's 4300 digits
         raise ReviewError(f"body is not JSON: {exc}") from exc
     except RecursionError as exc:
         raise ReviewError("body is not an AdmissionReview: JSON nested too deeply") from exc
     if not isinstance(doc, dict):
         raise ReviewError("body must be a JSON object (an AdmissionReview)")
     if (doc.get("apiVersion"), doc.get("kind")) != (API_VERSION, KIND):
-        raise ReviewError(
-            f"apiVersion/kind is {_show(doc.get('apiVersion'))}/{_show(doc.get('kind'))}, "
-            f"expected {API_VERSION!r}/{KIND!r}"
-        )
+        found = f"{show_value(doc.get('apiVersion'))}/{show_value(doc.get('kind'))}"
+        raise ReviewError(f"apiVersion/kind is {found}, expected {API_VERSION!r}/{KIND!r}")
     request = _field(doc, "request", dict, "AdmissionReview")
-    kind = request.get("kind") or {}
-    if not isinstance(request.get("namespace") or "", str):
-        raise ReviewError(f"request.namespace must be a str, got {_show(request['namespace'])}")
     _optional_mapping(request, "oldObject", "request")
     return AdmissionRequest(
         uid=_field(request, "uid", str, "request"),
         operation=_field(request, "operation", str, "request"),
-        kind=kind.get("kind", "") if isinstance(kind, dict) else "",
-        namespace=request.get("namespace") or "",
+        kind=_optional_str(_optional_mapping(request, "kind", "request"), "kind", "request.kind"),
+        namespace=_optional_str(request, "namespace", "request"),
         object=_optional_mapping(request, "object", "request"),
     )
 
@@ -104,7 +119,7 @@ def review_response(uid: str, verdict: Verdict) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
     if verdict.message:
         response["status"] = {
-            "code": 200 if verdict.allowed else 403,
+            "code": verdict.code or (200 if verdict.allowed else 403),
             "message": verdict.message,
         }
     if verdict.patch:

@@ -15,7 +15,14 @@ from pathlib import Path
 
 from aiohttp import web
 
-from erdma.webhook.review import Handler, ReviewError, parse_review, review_response
+from erdma.webhook.review import (
+    Handler,
+    ObjectError,
+    ReviewError,
+    Verdict,
+    parse_review,
+    review_response,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +42,9 @@ def make_app(routes: Mapping[str, Handler]) -> web.Application:
     """An aiohttp application serving each handler at its path.
 
     A body over `MAX_REVIEW_BYTES` is answered 413 and one that is not an AdmissionReview 400,
-    each with ``{"error": reason}``; neither reaches the handler.
+    each with ``{"error": reason}``; neither reaches the handler. A review whose object the
+    handler finds ill-typed (`ObjectError`) is answered with a review denying it, status code
+    400, naming the field.
     """
     app = web.Application(client_max_size=MAX_REVIEW_BYTES)
 
@@ -61,9 +70,13 @@ def make_app(routes: Mapping[str, Handler]) -> web.Application:
             except ReviewError as exc:
                 log.warning("admission %s: bad request: %s", path, exc)
                 return web.json_response({"error": str(exc)}, status=400)
-            verdict = handler(review)
+            try:
+                verdict = handler(review)
+            except ObjectError as exc:
+                log.warning("admission %s uid=%.80s: %s", path, review.uid, exc)
+                verdict = Verdict(allowed=False, message=str(exc), code=400)
             log.info(
-                "admission %s %s uid=%s allowed=%s patch_ops=%d",
+                "admission %s %.40s uid=%.80s allowed=%s patch_ops=%d",
                 path,
                 review.operation,
                 review.uid,

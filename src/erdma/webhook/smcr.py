@@ -10,37 +10,19 @@ the PreStartContainer path fails the same pods the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from erdma.api.names import ERDMA_RESOURCE, SMCR_ANNOTATION
 from erdma.api.smcr import SmcrError, parse_smcr_annotation
+from erdma.webhook.pod import read_pod
 from erdma.webhook.review import AdmissionRequest, Verdict
 
 PATH = "/mutate-pods-smcr"
+#: the reference controller's path for the same webhook, served too so that a
+#: MutatingWebhookConfiguration carried over from it keeps working
+REFERENCE_PATH = "/mutating"
 CONTAINER_NAME = "smcr-init"
-
-
-def _containers(spec: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
-    for key in ("initContainers", "containers"):
-        yield from spec.get(key) or ()
-
-
-def _quantity_positive(value: Any) -> bool:
-    text = str(value).strip()
-    return text not in ("", "0") and not text.startswith("-")
-
-
-def requests_resource(spec: Mapping[str, Any], resource: str = ERDMA_RESOURCE) -> bool:
-    """Whether any container or init container asks for `resource` (limits or requests)."""
-    for container in _containers(spec):
-        resources = container.get("resources") or {}
-        for section in ("limits", "requests"):
-            amounts = resources.get(section) or {}
-            if resource in amounts and _quantity_positive(amounts[resource]):
-                return True
-    return False
 
 
 @dataclass(frozen=True)
@@ -68,22 +50,19 @@ class SmcrInjector:
     def __call__(self, request: AdmissionRequest) -> Verdict:
         if request.operation != "CREATE" or request.kind not in ("", "Pod"):
             return Verdict()
-        pod = request.object
-        metadata = pod.get("metadata") or {}
-        spec = pod.get("spec") or {}
-        if spec.get("hostNetwork") or not requests_resource(spec):
+        pod = read_pod(request.object)
+        if pod.host_network or not pod.requests_resource(ERDMA_RESOURCE):
             return Verdict()
         try:
-            wanted = parse_smcr_annotation((metadata.get("annotations") or {}).get(SMCR_ANNOTATION))
+            wanted = parse_smcr_annotation(pod.annotations.get(SMCR_ANNOTATION))
         except SmcrError as exc:
             return Verdict(allowed=False, message=str(exc))
         if not wanted:
             return Verdict()
-        existing = spec.get("initContainers") or []
-        if any(c.get("name") == CONTAINER_NAME for c in existing):
+        if any(c.name == CONTAINER_NAME for c in pod.init_containers):
             return Verdict()  # re-invocation: already injected
         op: dict[str, Any]
-        if existing:
+        if pod.init_containers:
             op = {"op": "add", "path": "/spec/initContainers/-", "value": self.container()}
         else:
             op = {"op": "add", "path": "/spec/initContainers", "value": [self.container()]}
