@@ -34,6 +34,7 @@ from erdma.controller.credentials import (
 from erdma.controller.ecs import EcsCloud, EcsSettings
 from erdma.controller.handlers import run_operator
 from erdma.controller.reconcile import NodeReconciler
+from erdma.controller.serving import ServingLoop
 from erdma.controller.webhook_certs import WebhookCertError
 from erdma.controller.webhooks import start_webhooks
 from erdma.kube.client import KubeApi, new_client
@@ -90,12 +91,13 @@ async def run_controller(
     client = new_client(kubeconfig)
     health = Health()
     port = config.health_port if health_port is None else health_port
-    runner = await health.serve(port) if port else None
+    serving = ServingLoop()
+    runner = await serving.run(health.serve(port)) if port else None
     webhook = None
     try:
         tasks = []
         if config.enable_webhook:
-            webhook, keeper = await start_webhooks(config, client)
+            webhook, keeper = await start_webhooks(config, client, serving)
             tasks.append(keeper)
         reconciler = NodeReconciler(KubeApi(client), cloud, config, EventRecorder(client))
 
@@ -119,9 +121,10 @@ async def run_controller(
         await Supervisor(tasks, log).run(stop)
     finally:
         if webhook is not None:
-            await webhook.stop()
+            await serving.run(webhook.stop())
         if runner is not None:
-            await runner.cleanup()
+            await serving.run(runner.cleanup())
+        await serving.close()
         await client.close()
 
 
@@ -141,6 +144,13 @@ async def build_cloud(
         timeout_seconds=config.ecs_timeout_seconds,
     )
     return EcsCloud(settings, credential)
+
+
+class StartupError(click.ClickException):
+    """A bad config, credential file or region at start: one line and exit code 2, as the
+    agent reports its configuration errors."""
+
+    exit_code = 2
 
 
 @click.command("controller")
@@ -176,13 +186,13 @@ def controller_command(
     try:
         config = load_config(config_path)
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise StartupError(str(exc)) from None
 
     async def main() -> Any:
         try:
             cloud = await build_cloud(config, credential_path, metadata_url)
         except (CredentialError, ValueError) as exc:
-            raise click.ClickException(str(exc)) from None
+            raise StartupError(str(exc)) from None
         log.info("controller starting: %r", cloud)
         try:
             await run_controller(config, cloud, kubeconfig=kubeconfig, leader_elect=leader_elect)

@@ -19,6 +19,7 @@ from lightkube import AsyncClient
 from erdma import __version__
 from erdma.aio import SupervisedTask
 from erdma.controller.config import ControllerConfig
+from erdma.controller.serving import ServingLoop
 from erdma.controller.webhook_certs import (
     CaBundleKeeper,
     CertResult,
@@ -66,10 +67,10 @@ def webhook_routes(config: ControllerConfig) -> dict[str, Handler]:
 
 
 async def start_webhooks(
-    config: ControllerConfig, client: AsyncClient
+    config: ControllerConfig, client: AsyncClient, serving: ServingLoop
 ) -> tuple[WebhookServer, SupervisedTask]:
-    """Serve the webhooks; returns the server and the (supervised, restartable) task that keeps
-    its certificate and the caBundle current."""
+    """Serve the webhooks on ``serving``'s loop; returns the server and the (supervised,
+    restartable) task that keeps its certificate and the caBundle current."""
     settings = WebhookCertSettings(
         name=config.controller_name,
         namespace=config.controller_namespace,
@@ -77,11 +78,13 @@ async def start_webhooks(
         cluster_domain=config.cluster_domain,
     )
     certs = await setup_webhook_certs(client, settings)
-    server = await start_webhook(
-        webhook_routes(config),
-        certs.files["tls.crt"],
-        certs.files["tls.key"],
-        port=config.webhook_port,
+    server = await serving.run(
+        start_webhook(
+            webhook_routes(config),
+            certs.files["tls.crt"],
+            certs.files["tls.key"],
+            port=config.webhook_port,
+        )
     )
     keeper = SupervisedTask(
         "webhook certificates",
