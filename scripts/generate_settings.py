@@ -3,7 +3,8 @@ values.schema.json properties of every value the chart passes to the agent or th
 
 `make generate` writes; `--check` (run by the test suite) fails, naming the stale file, when a
 model changed without regenerating. The chart templates say which value feeds which setting
-(`preferDriver: {{ $a.preferDriver | quote }}`), so they are parsed, not repeated here.
+(`preferDriver: {{ $a.preferDriver | quote }}`, with `$a := .Values.agent` bound in the same
+template), so they are parsed, not repeated here.
 """
 
 from __future__ import annotations
@@ -33,14 +34,13 @@ REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "configuration.md"
 CHART = REPO / "deploy" / "helm" / "erdma-controller"
 SCHEMA = CHART / "values.schema.json"
-HELPERS = CHART / "templates" / "_helpers.tpl"
+SETTINGS_TEMPLATES = CHART / "templates" / "_settings.tpl"
 CONTROLLER_CONFIG = CHART / "templates" / "controller-config.yaml"
 
-#: the agent-config templates of the chart, and the variables they bind to .Values paths
-AGENT_TEMPLATES = {
-    "erdma.agentConfig": {"$a": "agent", "$d": "dra"},
-    "erdma.sharedConfig": {"$s": "sharedRdma"},
-}
+#: the chart's templates of the agent's config file (all lines `key: {{ value }}`)
+AGENT_TEMPLATES = ("erdma.agentSettings", "erdma.sharedSettings")
+#: `{{- $n := $a.nccl | default dict -}}`: a variable bound to a chart value
+_BINDING = re.compile(r"\{\{-? (\$\w+) := (\$\w+|\.Values)\.([\w.]+)(?: \| default dict)? -?\}\}")
 
 
 def doc_regions() -> dict[str, str]:
@@ -69,17 +69,28 @@ def _define(text: str, name: str) -> str:
     `{{- end -}}` included, which holds no key)."""
     start = text.find('{{- define "' + name + '" -}}')
     if start < 0:
-        raise SystemExit(f"{HELPERS}: template {name!r} not found")
+        raise SystemExit(f"{SETTINGS_TEMPLATES}: template {name!r} not found")
     following = [i for i in (text.find("{{- define", start + 1), text.find("{{/*", start)) if i > 0]
     return text[start : min(following, default=len(text))]
+
+
+def _bindings(body: str) -> dict[str, str]:
+    """The values path of each variable bound in a template body, in binding order."""
+    variables: dict[str, str] = {}
+    for name, source, path in _BINDING.findall(body):
+        root = "" if source == ".Values" else variables[source]
+        variables[name] = ".".join(p for p in (root, path) if p)
+    return variables
 
 
 def agent_mappings(helpers: str) -> Iterator[tuple[str, list[str]]]:
     """(values path, setting key path) for each `key: {{ $a.value }}` line of the agent
     templates; nesting follows indentation, a `- ` item stands for a list element (`[]`)."""
-    for template, variables in AGENT_TEMPLATES.items():
+    for template in AGENT_TEMPLATES:
+        body = _define(helpers, template)
+        variables = _bindings(body)
         stack: list[tuple[int, str]] = []
-        for line in _define(helpers, template).splitlines():
+        for line in body.splitlines():
             match = re.match(r"^(\s*)(- )?(\w+):\s*(.*)$", line)
             if match is None:
                 continue
@@ -99,7 +110,7 @@ def agent_mappings(helpers: str) -> Iterator[tuple[str, list[str]]]:
 def controller_mappings(template: str) -> Iterator[tuple[str, list[str]]]:
     """(values path, config.json key) for each `"key" <value>` pair of controller-config.yaml
     whose value is a plain chart value (optionally `int`-converted or defaulted)."""
-    variables = dict(re.findall(r"\{\{-? (\$\w+) := \.Values\.([\w.]+) -?\}\}", template))
+    variables = _bindings(template)
     for key, value in re.findall(r'^\s*"(\w+)" (.+)$', template, re.M):
         found = re.fullmatch(r"\(?(?:int )?(\$\w+|\.Values)\.([\w.]+)(?: \| default .*)?\)?", value)
         if found:
@@ -127,7 +138,7 @@ def setting_schema(model: type[BaseModel], path: list[str]) -> dict[str, Any]:
 
 
 def render_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    helpers, controller = HELPERS.read_text(), CONTROLLER_CONFIG.read_text()
+    helpers, controller = SETTINGS_TEMPLATES.read_text(), CONTROLLER_CONFIG.read_text()
     sources: list[tuple[type[BaseModel], tuple[str, list[str]]]]
     sources = [(AgentConfig, m) for m in agent_mappings(helpers)]
     sources += [(ControllerConfig, m) for m in controller_mappings(controller)]

@@ -72,19 +72,33 @@ def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def render(values: Mapping[str, Any], namespace: str = "kube-system") -> Rendered:
-    """Render templates and CRDs; Helm errors (schema, `fail`) propagate with their message."""
-    with helm_python.Chart.load(CHART_DIR) as chart:
-        manifests = chart.render(dict(values), name=RELEASE, namespace=namespace, is_install=True)
+def render(
+    values: Mapping[str, Any],
+    namespace: str = "kube-system",
+    chart_dir: Path = CHART_DIR,
+    *,
+    upgrade: bool = False,
+) -> Rendered:
+    """Render templates and CRDs (of this chart, or another version at ``chart_dir``); Helm
+    errors (schema, `fail`) propagate with their message."""
+    with helm_python.Chart.load(chart_dir) as chart:
+        manifests = chart.render(dict(values), name=RELEASE, namespace=namespace,
+                                 is_install=not upgrade, is_upgrade=upgrade)  # fmt: skip
         crds = [c["data"] for c in chart.crds]
     objects = [doc for text in [*crds, *manifests.values()] for doc in _documents(text)]
     return Rendered(tuple(objects), namespace)
 
 
-def chart_defaults() -> dict[str, Any]:
+def chart_defaults(chart_dir: Path = CHART_DIR) -> dict[str, Any]:
     """values.yaml as Helm reads it."""
-    with helm_python.Chart.load(CHART_DIR) as chart:
+    with helm_python.Chart.load(chart_dir) as chart:
         return chart.values
+
+
+def coalesced(chart_dir: Path, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The chart's defaults with ``values`` over them, as Helm composes a release's values."""
+    with helm_python.Chart.load(chart_dir) as chart:
+        return chart.merge_values(dict(values))
 
 
 def lint_findings(values: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:

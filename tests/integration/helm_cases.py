@@ -17,10 +17,17 @@ AGENT = "alibabacloud-erdma-agent"
 CONTROLLER = "alibabacloud-erdma-controller"
 SHARED = "ack-rdma-dp-ds"
 
-#: id -> (values, release namespace); covers both modes, every driver, webhook and shared on/off.
+#: id -> (values, release namespace); covers both modes, every driver, every SMC-R path, shared
+#: on/off and every credential type.
 CASES: dict[str, tuple[dict[str, Any], str]] = {
     "regular-auto-driver": (
-        merge(ACCESS_KEY, {"agent": {"runtimeSocket": "/run/containerd/containerd.sock"}}),
+        merge(
+            ACCESS_KEY,
+            {
+                "agent": {"runtimeSocket": "/run/k3s/containerd/containerd.sock"},
+                "smcr": {"mode": "prestart"},
+            },
+        ),
         "kube-system",
     ),
     "regular-default-webhook-shared": (
@@ -28,7 +35,8 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
             ACCESS_KEY,
             {
                 "agent": {"preferDriver": "default", "slotsPerDevice": 50, "jumboFrameMTU": 9000},
-                "config": {"enableWebhook": True, "region": "cn-hangzhou"},
+                "config": {"region": "cn-hangzhou"},
+                "smcr": {"mode": "webhook"},
                 "sharedRdma": {"enabled": True, "capacity": 500},
                 "nodeSelector": {"erdma.alibabacloud.com/enabled": "true"},
                 "webhookFailurePolicy": "Fail",
@@ -64,6 +72,13 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
             ACCESS_KEY,
             {"dra": {"enabled": True, "devices": ["erdma_1"], "unhealthy": "taint"}},
         ),
+        "kube-system",
+    ),
+    "regular-sts-digest": (
+        {
+            "credentials": {"type": "ram_role_sts"},
+            "agent": {"image": {"digest": "sha256:" + "0123456789abcdef" * 4}},
+        },
         "kube-system",
     ),
     "local-default-shared-ipv6": (

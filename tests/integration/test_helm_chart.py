@@ -105,7 +105,10 @@ def test_controller_config_and_credentials_are_accepted(case: tuple[str, Rendere
     assert config.controller_namespace == namespace
     assert config.controller_name == CONTROLLER
     assert config.node_selector == values.get("nodeSelector", {})
-    assert config.enable_webhook == values.get("config", {}).get("enableWebhook", False)
+    mutating = bool(out.all("MutatingWebhookConfiguration"))
+    assert config.enable_webhook == (mutating or bool(out.all("ValidatingWebhookConfiguration")))
+    assert config.enable_init_container_inject == mutating
+    assert mutating == (values.get("smcr", {}).get("mode") == "webhook")
     assert config.smc_init_image == out.container("DaemonSet", AGENT)["image"]
     credentials = values["credentials"]
     settings = CredentialSettings.from_mapping(
@@ -165,7 +168,7 @@ def test_agent_daemonset_runs_erdma_agent_with_the_config(case: tuple[str, Rende
         container["env"]
     )
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
-    for path in ("/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", "/dev"):
+    for path in ("/var/lib/kubelet/device-plugins", "/dev"):
         assert path in mounts
     assert mounts["/sys"]["readOnly"] and mounts["/lib/modules"]["readOnly"]
 

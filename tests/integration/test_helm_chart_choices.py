@@ -1,5 +1,5 @@
-"""The Helm chart, value by value: what each documented choice installs (privileges, mounts,
-replicas, webhooks, DRA) and what it leaves out."""
+"""The Helm chart, value by value: what each documented choice installs (replicas, webhooks,
+DRA, monitoring) and what it leaves out; privileges and host paths are in test_helm_privileges."""
 
 from __future__ import annotations
 
@@ -7,25 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import celpy
-import yaml
 
 from erdma.webhook import hostnetwork, smcr
-from tests.helm_support import (
-    Rendered,
-    merge,
-    render,
-)
-from tests.integration.helm_cases import AGENT, CASES, CONTROLLER, SHARED, agent_config
+from tests.helm_support import Rendered
+from tests.integration.helm_cases import AGENT, CONTROLLER, agent_config
 
 pytest_plugins = ["tests.integration.conftest_kubeapi", "tests.integration.conftest_helm"]
 
 
 # ---- specific facts ---------------------------------------------------------------------------
-
-
-def _security(out: Rendered) -> tuple[dict[str, Any], dict[str, Any]]:
-    pod = out.get("DaemonSet", AGENT)["spec"]["template"]["spec"]
-    return pod, out.container("DaemonSet", AGENT)["securityContext"]
 
 
 def test_local_mode_installs_no_controller(rendered: dict[str, Rendered]) -> None:
@@ -52,84 +42,11 @@ def test_regular_controller_has_two_replicas_leader_election_and_probes(
     assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
-def test_smcr_in_prestart_makes_the_agent_privileged_and_mounts_cri(
-    rendered: dict[str, Rendered],
-) -> None:
-    out = rendered["regular-auto-driver"]
-    pod, security = _security(out)
-    assert security == {"privileged": True, "readOnlyRootFilesystem": True, "runAsUser": 0}
-    assert pod["hostNetwork"] is True and pod["hostPID"] is False
-    mounts = {m["mountPath"] for m in out.container("DaemonSet", AGENT)["volumeMounts"]}
-    assert {"/run/containerd", "/run/netns"} <= mounts
-
-
-def test_webhook_smcr_leaves_the_agent_unprivileged_with_two_capabilities(
-    rendered: dict[str, Rendered],
-) -> None:
-    out = rendered["regular-default-webhook-shared"]
-    pod, security = _security(out)
-    assert "privileged" not in security
-    assert security["capabilities"] == {"drop": ["ALL"], "add": ["SYS_MODULE", "NET_ADMIN"]}
-    assert pod["hostNetwork"] is True and pod["hostPID"] is False
-    assert "/run/containerd" not in {
-        m["mountPath"] for m in out.container("DaemonSet", AGENT)["volumeMounts"]
-    }
-    assert yaml.safe_load(out.config_file(AGENT, "agent.yaml"))["prestartContainer"] is False
-
-
-def test_local_ofed_agent_needs_neither_host_network_nor_net_admin(
-    rendered: dict[str, Rendered],
-) -> None:
-    pod, security = _security(rendered["local-ofed"])
-    assert pod["hostNetwork"] is False
-    assert security["capabilities"]["add"] == ["SYS_MODULE"]
-
-
-def test_nodes_with_a_prepared_driver_need_no_module_loading(
-    rendered: dict[str, Rendered],
-) -> None:
-    values = merge(CASES["local-ofed"][0], {"agent": {"prepareNode": False}})
-    out = render(values)
-    _, security = _security(out)
-    assert security["capabilities"] == {"drop": ["ALL"]}
-    mounts = {m["mountPath"] for m in out.container("DaemonSet", AGENT)["volumeMounts"]}
-    assert "/lib/modules" not in mounts
-    assert "/lib/modules" in {
-        m["mountPath"] for m in rendered["local-ofed"].container("DaemonSet", AGENT)["volumeMounts"]
-    }
-
-
-def test_host_namespace_adds_host_pid_and_the_setns_capabilities(
-    rendered: dict[str, Rendered],
-) -> None:
-    out = rendered["regular-compat-rrsa-hostns"]
-    pod, _ = _security(out)
-    assert pod["hostPID"] is True
-    # compat mode does SMC-R in PreStartContainer here, so the container is privileged anyway;
-    # the capability list shows with the webhook path.
-    values = merge(CASES["regular-compat-rrsa-hostns"][0], {"config": {"enableWebhook": True}})
-    _, security = _security(render(values))
-    assert security["capabilities"]["add"] == [
-        "SYS_MODULE",
-        "NET_ADMIN",
-        "SYS_ADMIN",
-        "SYS_CHROOT",
-        "SYS_PTRACE",
-    ]
-
-
 def test_rrsa_annotates_the_controller_service_account(rendered: dict[str, Rendered]) -> None:
     account = rendered["regular-compat-rrsa-hostns"].get("ServiceAccount", CONTROLLER)
     assert account["metadata"]["annotations"] == {
         "pod-identity.alibabacloud.com/role-name": "erdma-controller"
     }
-
-
-def test_cdi_strategy_mounts_the_cdi_spec_dir(rendered: dict[str, Rendered]) -> None:
-    mounts = rendered["regular-compat-rrsa-hostns"].container("DaemonSet", AGENT)["volumeMounts"]
-    assert "/var/run/cdi" in {m["mountPath"] for m in mounts}
-    default = rendered["regular-auto-driver"].container("DaemonSet", AGENT)["volumeMounts"]
-    assert "/var/run/cdi" not in {m["mountPath"] for m in default}
 
 
 def test_dra_settings_reach_the_agent_with_kubelets_plugin_dirs(
@@ -214,15 +131,3 @@ def test_webhooks_are_called_only_for_rdma_pods(rendered: dict[str, Rendered]) -
     # The controller's own pods never wait for the controller, whatever the failurePolicy.
     own = out.get("Deployment", CONTROLLER)["spec"]["template"]
     assert not _called(mutating, own) and not _called(validating, own)
-
-
-def test_shared_daemonset_is_named_for_ack_and_needs_no_capability(
-    rendered: dict[str, Rendered],
-) -> None:
-    out = rendered["regular-default-webhook-shared"]
-    pod = out.get("DaemonSet", SHARED)["spec"]["template"]["spec"]
-    security = out.container("DaemonSet", SHARED)["securityContext"]
-    assert security["capabilities"] == {"drop": ["ALL"]}
-    assert pod["hostNetwork"] is False
-    ipv6 = rendered["local-default-shared-ipv6"].get("DaemonSet", SHARED)["spec"]["template"]
-    assert ipv6["spec"]["hostNetwork"] is True

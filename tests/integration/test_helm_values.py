@@ -8,12 +8,14 @@ from typing import Any
 
 import helm_python
 import pytest
+import yaml
 
 from erdma.controller.config import parse_config
 from tests.helm_support import ACCESS_KEY, merge, render
 
 AGENT = "alibabacloud-erdma-agent"
 CONTROLLER = "alibabacloud-erdma-controller"
+DIGEST = "sha256:" + "0" * 64
 
 
 def test_names_follow_overrides() -> None:
@@ -35,7 +37,7 @@ def test_names_follow_overrides() -> None:
             ["/agent/exposedLocalERIs/1"],
         ),
         ({"agent": {"slotsPerDevice": -1}}, ["/agent/slotsPerDevice", "minimum"]),
-        ({"credentials": {"type": "ram_role_sts"}}, ["/credentials/type", "oidc_role_arn"]),
+        ({"credentials": {"type": "ram_role_arn"}}, ["/credentials/type", "ram_role_sts"]),
         ({"agent": {"deviceListStrategy": "cdi"}}, ["/agent/deviceListStrategy"]),
         ({"webhookFailurePolicy": "Never"}, ["/webhookFailurePolicy", "Ignore", "Fail"]),
         ({"webhookTimeoutSeconds": 31}, ["/webhookTimeoutSeconds"]),
@@ -45,6 +47,27 @@ def test_names_follow_overrides() -> None:
             {"sharedRdma": {"selectors": {"vendors": ["mellanox"]}}},
             ["/sharedRdma/selectors/vendors/0"],
         ),
+        ({"smcr": {"mode": "on"}}, ["/smcr/mode", "'off', 'webhook', 'prestart'"]),
+        ({"smcr": {"mode": True}}, ["/smcr/mode", "'off', 'webhook', 'prestart'"]),
+        ({"smcr": {"mdoe": "off"}}, ["/smcr", "mdoe"]),
+        ({"agent": {"image": {"tag": DIGEST}}}, ["/agent/image/tag", "image.digest"]),
+        (
+            {"controller": {"image": {"tag": f"0.1.0@{DIGEST}"}}},
+            ["/controller/image/tag", "image.digest"],
+        ),
+        ({"agent": {"image": {"digest": "sha256:abc"}}}, ["/agent/image/digest"]),
+        ({"agent": {"tolerations": [{"opertor": "Exists"}]}}, ["/agent/tolerations/0", "opertor"]),
+        (
+            {"controller": {"tolerations": [{"operator": "Maybe"}]}},
+            ["/controller/tolerations/0/operator", "Exists", "Equal"],
+        ),
+        ({"tolerations": "all"}, ["/tolerations"]),
+        (
+            {"controller": {"priorityClassName": "Cluster Critical"}},
+            ["/controller/priorityClassName"],
+        ),
+        ({"credentials": {"existingSecret": "My_Secret"}}, ["/credentials/existingSecret"]),
+        ({"agent": {"runtimeSocket": "/run/containerd"}}, ["/agent/runtimeSocket"]),
     ],
     ids=lambda v: json.dumps(v) if isinstance(v, dict) else None,
 )
@@ -60,7 +83,14 @@ def test_bad_values_are_rejected_naming_the_key(
 @pytest.mark.parametrize(
     ("values", "expected"),
     [
-        ({"credentials": {"type": ""}}, ["credentials.accessKeyID", "credentials.accessKeySecret"]),
+        (
+            {"credentials": {"type": ""}},
+            [
+                "credentials.existingSecret",
+                "credentials.accessKeyID",
+                "credentials.accessKeySecret",
+            ],
+        ),
         (
             {"credentials": {"type": "access_key", "accessKeyID": "ak"}},
             ["credentials.accessKeySecret"],
@@ -71,8 +101,44 @@ def test_bad_values_are_rejected_naming_the_key(
         ),
         ({"credentials": {"type": "oidc_role_arn"}}, ["credentials.roleName"]),
         (
-            merge(ACCESS_KEY, {"agent": {"runtimeSocket": "/run/crio/crio.sock"}}),
-            ["agent.runtimeSocket", "agent.criSocketDir"],
+            merge(ACCESS_KEY, {"config": {"localERIDiscovery": True}, "smcr": {"mode": "webhook"}}),
+            ["smcr.mode=webhook", "config.localERIDiscovery=true", "smcr.mode=prestart or off"],
+        ),
+        (
+            merge(ACCESS_KEY, {"smcr": {"mode": "prestart"}, "agent": {"preferDriver": "ofed"}}),
+            ["smcr.mode=prestart", "agent.preferDriver=ofed", "smcr.mode=off"],
+        ),
+        (
+            merge(
+                ACCESS_KEY,
+                {"config": {"enableWebhook": True, "enableInitContainerInject": True}},
+            ),
+            ["config.enableInitContainerInject=true", "set smcr.mode=webhook"],
+        ),
+        (
+            merge(
+                ACCESS_KEY,
+                {"smcr": {"mode": "webhook"}, "config": {"enableInitContainerInject": False}},
+            ),
+            ["smcr.mode=webhook", "config.enableInitContainerInject=false"],
+        ),
+        (
+            merge(
+                ACCESS_KEY,
+                {
+                    "smcr": {"mode": "prestart"},
+                    "agent": {"runtimeSocket": "", "criSocketDir": "/var/run/docker"},
+                },
+            ),
+            ["agent.runtimeSocket is empty", 'agent.criSocketDir "/var/run/docker"'],
+        ),
+        (
+            merge(ACCESS_KEY, {"credentials": {"existingSecret": "erdma-ak"}}),
+            ["credentials.existingSecret", "credentials.accessKeyID", "keep only"],
+        ),
+        (
+            {"credentials": {"type": "oidc_role_arn", "roleName": "r", "existingSecret": "ak"}},
+            ["credentials.existingSecret", "oidc_role_arn", "credentials.type=access_key"],
         ),
         (
             merge(
@@ -90,6 +156,13 @@ def test_inconsistent_values_fail_with_the_fix(values: dict[str, Any], expected:
     with pytest.raises(helm_python.HelmRenderError) as err:
         render(values)
     for text in expected:
+        assert text in str(err.value)
+
+
+def test_ram_role_sts_outside_kube_system_is_refused_naming_the_namespace() -> None:
+    with pytest.raises(helm_python.HelmRenderError) as err:
+        render({"credentials": {"type": "ram_role_sts"}}, namespace="erdma-system")
+    for text in ("ram_role_sts", "addon.network.token", "kube-system", '"erdma-system"'):
         assert text in str(err.value)
 
 
@@ -111,3 +184,12 @@ def test_reference_values_file_still_installs() -> None:
     }  # fmt: skip
     out = render(reference)
     assert out.get("Deployment", CONTROLLER) and out.get("DaemonSet", AGENT)
+
+
+def test_a_bare_yaml_off_is_smcr_off() -> None:
+    """`mode: off` unquoted is YAML false; it must not fail, nor turn SMC-R on."""
+    for mode in (False, "off"):
+        out = render(merge(ACCESS_KEY, {"smcr": {"mode": mode}}))
+        agent = yaml.safe_load(out.config_file(AGENT, "agent.yaml"))
+        assert agent["prestartContainer"] is False
+        assert out.all("MutatingWebhookConfiguration") == []

@@ -1,10 +1,17 @@
 """Who the controller is towards Alibaba Cloud, and which region it works in.
 
 ``credential.json`` (mounted from the chart's Secret) selects a credential type compatible with
-the reference controller: ``""``/``access_key`` (``accessKeyID`` + ``accessKeySecret``),
-``ecs_ram_role`` (the instance's RAM role through IMDSv2 only) or ``oidc_role_arn`` (RRSA:
-the ``ALIBABA_CLOUD_*`` variables ACK pod identity injects).  The chosen type is turned into an
-``alibabacloud_credentials`` client, which refreshes temporary credentials by itself.
+the reference controller:
+
+- ``""``/``access_key``: ``accessKeyID`` + ``accessKeySecret``, else the credentials library's
+  variables ``ALIBABA_CLOUD_ACCESS_KEY_ID``/``_SECRET``, which the chart fills from
+  ``credentials.existingSecret`` so that the AccessKey never passes through Helm values;
+- ``ecs_ram_role``: the instance's RAM role, through IMDSv2 only;
+- ``oidc_role_arn``: RRSA, the ``ALIBABA_CLOUD_*`` variables ACK pod identity injects;
+- ``ram_role_sts``: the add-on STS token of ACK managed clusters (`erdma.controller.sts_token`).
+
+The chosen type is turned into an ``alibabacloud_credentials`` client, which refreshes temporary
+credentials by itself.
 
 Secrets never appear in ``repr``, ``str`` or error messages.  The region comes from the config
 or, when empty, from the ECS metadata service (IMDSv2 token first, as the reference does).
@@ -22,17 +29,21 @@ from typing import Any
 from alibabacloud_credentials.client import Client as CredentialClient  # type: ignore[import-untyped]
 from alibabacloud_credentials.models import Config as CredentialConfig  # type: ignore[import-untyped]
 
+from erdma.controller.sts_token import DEFAULT_TOKEN_FILE, AddonTokenProvider, TokenError
 from erdma.host.metadata import DEFAULT_BASE_URL, MetadataClient, MetadataError
 
 DEFAULT_CREDENTIAL_PATH = "/etc/erdma-controller-credential/credential.json"
 METADATA_URL = DEFAULT_BASE_URL
-ACCEPTED_TYPES = ("access_key", "ecs_ram_role", "oidc_role_arn")
+ACCEPTED_TYPES = ("access_key", "ecs_ram_role", "oidc_role_arn", "ram_role_sts")
+#: where the credentials library (and the chart, from credentials.existingSecret) puts an AccessKey
+ACCESS_KEY_ENV = ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET")
+KEY_NAMES = ("accessKeyID", "accessKeySecret")
 OIDC_ENV = (
     "ALIBABA_CLOUD_ROLE_ARN",
     "ALIBABA_CLOUD_OIDC_PROVIDER_ARN",
     "ALIBABA_CLOUD_OIDC_TOKEN_FILE",
 )
-KNOWN_KEYS = ("type", "accessKeyID", "accessKeySecret", "roleName")
+KNOWN_KEYS = ("type", "accessKeyID", "accessKeySecret", "roleName", "stsTokenFile")
 
 
 class CredentialError(ValueError):
@@ -47,6 +58,7 @@ class CredentialSettings:
     access_key_id: str = ""
     access_key_secret: str = field(default="", repr=False)
     role_name: str = ""
+    sts_token_file: str = DEFAULT_TOKEN_FILE
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> CredentialSettings:
@@ -72,6 +84,7 @@ class CredentialSettings:
             access_key_id=data.get("accessKeyID", ""),
             access_key_secret=data.get("accessKeySecret", ""),
             role_name=data.get("roleName", ""),
+            sts_token_file=data.get("stsTokenFile") or DEFAULT_TOKEN_FILE,
         )
 
     @classmethod
@@ -97,23 +110,25 @@ def build_credential_client(
     """The ``alibabacloud_credentials`` client for the configured type."""
     env = os.environ if env is None else env
     if settings.type == "access_key":
-        missing = [
-            key
-            for key, value in (
-                ("accessKeyID", settings.access_key_id),
-                ("accessKeySecret", settings.access_key_secret),
-            )
+        key_id = settings.access_key_id or env.get(ACCESS_KEY_ENV[0], "")
+        secret = settings.access_key_secret or env.get(ACCESS_KEY_ENV[1], "")
+        absent = [
+            (key, var)
+            for key, var, value in zip(KEY_NAMES, ACCESS_KEY_ENV, (key_id, secret), strict=True)
             if not value
         ]
-        if missing:
+        if absent:
+            keys, variables = (" and ".join(names) for names in zip(*absent, strict=True))
             raise CredentialError(
-                f"credentials.type 'access_key' needs {' and '.join(missing)} in credential.json"
+                f"credentials.type 'access_key' needs {keys} in credential.json, or env "
+                f"{variables} (the chart sets them from credentials.existingSecret)"
             )
-        config = CredentialConfig(
-            type="access_key",
-            access_key_id=settings.access_key_id,
-            access_key_secret=settings.access_key_secret,
-        )
+        config = CredentialConfig(type="access_key", access_key_id=key_id, access_key_secret=secret)
+    elif settings.type == "ram_role_sts":
+        try:
+            return CredentialClient(provider=AddonTokenProvider(settings.sts_token_file))
+        except TokenError as exc:
+            raise CredentialError(f"credentials.type 'ram_role_sts': {exc}") from None
     elif settings.type == "ecs_ram_role":
         config = CredentialConfig(
             type="ecs_ram_role", role_name=settings.role_name or None, disable_imds_v1=True

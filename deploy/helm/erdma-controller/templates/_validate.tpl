@@ -1,0 +1,57 @@
+{{/* Checks that a schema cannot express; each message names the keys and the fix. */}}
+{{- define "erdma.validate" -}}
+{{- $c := .Values.config -}}
+{{- if and $c.localERIDiscovery $c.enableWebhook -}}
+{{- fail "config.enableWebhook=true needs the controller, which Local mode (config.localERIDiscovery=true) does not run: set config.enableWebhook=false" -}}
+{{- end -}}
+{{- include "erdma.validateSmcr" . -}}
+{{- include "erdma.validateCredentials" . -}}
+{{- if and .Values.metrics.serviceMonitor.enabled (eq (int .Values.agent.metrics.port) 0) -}}
+{{- fail "metrics.serviceMonitor.enabled=true needs agent.metrics.port other than 0" -}}
+{{- end -}}
+{{- if and .Values.sharedRdma.enabled (eq (int .Values.sharedRdma.metrics.port) (int .Values.agent.metrics.port)) (ne (int .Values.agent.metrics.port) 0) -}}
+{{- fail (printf "sharedRdma.metrics.port and agent.metrics.port are both %v: both DaemonSets can run on one node, so use different ports" .Values.agent.metrics.port) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* smcr.mode against Local mode, the ofed driver mode and the reference keys it replaces. */}}
+{{- define "erdma.validateSmcr" -}}
+{{- $c := .Values.config -}}
+{{- $mode := include "erdma.smcrMode" . -}}
+{{- $explicit := not (kindIs "invalid" (.Values.smcr | default dict).mode) -}}
+{{- if and (eq $mode "webhook") $c.localERIDiscovery -}}
+{{- fail "smcr.mode=webhook needs the controller's webhook, which Local mode (config.localERIDiscovery=true) does not run: set smcr.mode=prestart or off" -}}
+{{- end -}}
+{{- if and $explicit (ne $mode "off") (eq .Values.agent.preferDriver "ofed") -}}
+{{- fail (printf "smcr.mode=%s with agent.preferDriver=ofed: the ofed driver mode has no SMC-R (the agent does not load smc there); set smcr.mode=off or another agent.preferDriver" $mode) -}}
+{{- end -}}
+{{- if and (eq $mode "webhook") (not (include "erdma.legacyInject" .)) -}}
+{{- fail "smcr.mode=webhook injects smcr-init, which config.enableInitContainerInject=false or config.enableDevicePlugin=false forbids: remove those keys (smcr.mode replaces them)" -}}
+{{- end -}}
+{{- if and $explicit (ne $mode "webhook") $c.enableWebhook (eq (toString $c.enableInitContainerInject) "true") (include "erdma.legacyInject" .) -}}
+{{- fail (printf "config.enableWebhook=true with config.enableInitContainerInject=true asks for the smcr-init injection, which smcr.mode (%q) now chooses: set smcr.mode=webhook, or drop config.enableInitContainerInject to serve only the rdma/hca check" $mode) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "erdma.validateCredentials" -}}
+{{- $cred := .Values.credentials | default dict -}}
+{{- $type := $cred.type | default "" -}}
+{{- $keys := or $cred.accessKeyID $cred.accessKeySecret -}}
+{{- if and $cred.existingSecret (not (has $type (list "" "access_key"))) -}}
+{{- fail (printf "credentials.existingSecret holds an AccessKey, which credentials.type=%q does not use: set credentials.type=access_key or remove credentials.existingSecret" $type) -}}
+{{- end -}}
+{{- if and $cred.existingSecret $keys -}}
+{{- fail "credentials.existingSecret and credentials.accessKeyID/accessKeySecret both give the AccessKey: keep only credentials.existingSecret" -}}
+{{- end -}}
+{{- if not .Values.config.localERIDiscovery -}}
+{{- if and (has $type (list "" "access_key")) (not $cred.existingSecret) (not (and $cred.accessKeyID $cred.accessKeySecret)) -}}
+{{- fail (printf "credentials.type=%q needs credentials.existingSecret (a Secret with keys accessKeyID and accessKeySecret) or credentials.accessKeyID and credentials.accessKeySecret in Regular mode; or set credentials.type to oidc_role_arn (RRSA), ecs_ram_role or ram_role_sts, or config.localERIDiscovery=true" $type) -}}
+{{- end -}}
+{{- if and (eq $type "oidc_role_arn") (not $cred.roleName) (not (index .Values.serviceAccount.annotations "pod-identity.alibabacloud.com/role-name")) -}}
+{{- fail "credentials.type=\"oidc_role_arn\" (RRSA) needs credentials.roleName: the RAM role the controller's ServiceAccount assumes" -}}
+{{- end -}}
+{{- if and (eq $type "ram_role_sts") (ne .Release.Namespace "kube-system") -}}
+{{- fail (printf "credentials.type=\"ram_role_sts\" reads Secret addon.network.token, which ACK keeps in kube-system, and a pod mounts Secrets of its own namespace only: install the release in kube-system (not %q), or use credentials.type=oidc_role_arn (RRSA)" .Release.Namespace) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

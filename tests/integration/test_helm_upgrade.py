@@ -1,0 +1,174 @@
+"""`helm upgrade` from the previous chart version: a release installed with a values file, then
+upgraded to this chart with `--reuse-values` (the old version's defaults and the release's
+values, Helm's real behaviour) or `--reset-then-reuse-values` (this values.yaml and the
+release's values). Each time the programs load what was rendered, as they do at start, and
+the behaviour the release had is kept. And the chart version moves with its values."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from erdma.agent.config import AgentConfig, build_config
+from erdma.agent.main import agent_command
+from erdma.controller.config import ControllerConfig, load_config
+from erdma.controller.credentials import CredentialSettings, build_credential_client
+from erdma.controller.main import controller_command
+from tests.chart_history import ChartVersion, NoHistory, previous_version, reuse_values_chart
+from tests.helm_support import CHART_DIR, Rendered, render
+from tests.integration.helm_cases import AGENT, CONTROLLER, SHARED
+
+RRSA_ENV = {
+    "ALIBABA_CLOUD_ROLE_ARN": "acs:ram::1:role/erdma",
+    "ALIBABA_CLOUD_OIDC_PROVIDER_ARN": "acs:ram::1:oidc-provider/ack",
+    "ALIBABA_CLOUD_OIDC_TOKEN_FILE": "/var/run/secrets/ack/token",
+}
+ACCESS_KEY = {"credentials": {"type": "access_key", "accessKeyID": "ak", "accessKeySecret": "sk"}}
+#: values files of releases installed from the previous version (its keys only)
+RELEASES: dict[str, dict[str, Any]] = {
+    "regular-defaults": ACCESS_KEY,
+    "regular-webhook-shared": {
+        **ACCESS_KEY,
+        "config": {"enableWebhook": True, "region": "cn-hangzhou"},
+        "sharedRdma": {"enabled": True},
+    },
+    "local-ofed": {"config": {"localERIDiscovery": True}, "agent": {"preferDriver": "ofed"}},
+    "rrsa-k3s": {
+        "credentials": {"type": "oidc_role_arn", "roleName": "erdma"},
+        "agent": {"preferDriver": "compat", "criSocketDir": "/run/k3s/containerd"},
+        "controller": {"webhookCertCheckSeconds": 3600, "waitNodeReadyTimeoutSeconds": 60},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def previous(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ChartVersion, Path]]:
+    try:
+        version = previous_version()
+    except NoHistory as exc:
+        pytest.skip(f"no earlier chart version to upgrade from: {exc}")
+    yield version, version.write(tmp_path_factory.mktemp("previous-chart"))
+
+
+def agent_loads(out: Rendered, name: str, tmp_path: Path) -> AgentConfig:
+    """`erdma agent` with the DaemonSet's arguments and the mounted ConfigMap file."""
+    container = out.container("DaemonSet", name)
+    args = [str(a) for a in container["args"][1:]]
+    ctx = agent_command.make_context("agent", args)
+    mounted = tmp_path / f"{name}.yaml"
+    mounted.write_text(out.config_file(name, Path(ctx.params.pop("config_file")).name))
+    return build_config(mounted, environ={"NODE_NAME": "node-a"}, flags=ctx.params)
+
+
+def controller_loads(out: Rendered, tmp_path: Path) -> ControllerConfig:
+    """`erdma controller` with the Deployment's arguments, config.json and credential.json."""
+    args = [str(a) for a in out.container("Deployment", CONTROLLER)["args"][1:]]
+    ctx = controller_command.make_context("controller", args)
+    config = tmp_path / "config.json"
+    config.write_text(out.config_file(CONTROLLER, Path(ctx.params["config_path"]).name))
+    credential = tmp_path / "credential.json"
+    key = Path(ctx.params["credential_path"]).name
+    credential.write_text(json.dumps(out.secret_json(f"{CONTROLLER}-credential", key)))
+    build_credential_client(CredentialSettings.from_file(credential), env=RRSA_ENV)
+    return load_config(config)
+
+
+def _injects(config: ControllerConfig) -> bool:
+    """Whether the controller injects smcr-init (the reference's three gates)."""
+    return (
+        config.enable_webhook
+        and config.enable_init_container_inject
+        and (config.enable_device_plugin)
+    )
+
+
+def _privileges(out: Rendered, name: str) -> tuple[object, object]:
+    context = out.container("DaemonSet", name)["securityContext"]
+    return context.get("privileged"), context.get("capabilities")
+
+
+def _same_controller(old: ControllerConfig, new: ControllerConfig) -> None:
+    gates = {"enable_init_container_inject", "enable_device_plugin"}
+    assert new.model_dump(exclude=gates) == old.model_dump(exclude=gates)
+    assert _injects(new) == _injects(old)
+
+
+def upgrade(old_chart: Path, release: str, tmp_path: Path, reuse: bool) -> tuple[Rendered, ...]:
+    """(the release as installed from the previous version, the release upgraded to this one)
+    with `--reuse-values` or, when not ``reuse``, `--reset-then-reuse-values`."""
+    values = RELEASES[release]
+    chart = reuse_values_chart(tmp_path / "chart", old_chart, values) if reuse else CHART_DIR
+    return render(values, chart_dir=old_chart), render(values, chart_dir=chart, upgrade=True)
+
+
+@pytest.mark.parametrize("release", sorted(RELEASES))
+def test_reuse_values_keeps_what_the_release_did(
+    previous: tuple[ChartVersion, Path], release: str, tmp_path: Path
+) -> None:
+    before, after = upgrade(previous[1], release, tmp_path, reuse=True)
+    for name in (AGENT, SHARED):
+        if before.find("DaemonSet", name):
+            old, new = agent_loads(before, name, tmp_path), agent_loads(after, name, tmp_path)
+            assert new.model_dump() == old.model_dump(), name
+            assert _privileges(before, name) == _privileges(after, name), (
+                "the SMC-R path, and with it the agent's privileges, must not change"
+            )
+    if before.find("Deployment", CONTROLLER):
+        _same_controller(controller_loads(before, tmp_path), controller_loads(after, tmp_path))
+        pod = after.get("Deployment", CONTROLLER)["spec"]["template"]["spec"]
+        assert pod["priorityClassName"] == "system-cluster-critical"
+        assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in pod["tolerations"]
+
+
+def test_reuse_values_mounts_the_socket_in_the_directory_the_release_named(
+    previous: tuple[ChartVersion, Path], tmp_path: Path
+) -> None:
+    _, after = upgrade(previous[1], "rrsa-k3s", tmp_path, reuse=True)
+    pod = after.get("DaemonSet", AGENT)["spec"]
+    (cri,) = [v for v in pod["template"]["spec"]["volumes"] if v["name"] == "cri"]
+    assert cri["hostPath"] == {"path": "/run/k3s/containerd/containerd.sock", "type": "Socket"}
+
+
+@pytest.mark.parametrize("release", sorted(RELEASES))
+def test_reset_then_reuse_values_takes_the_new_defaults(
+    previous: tuple[ChartVersion, Path], release: str, tmp_path: Path
+) -> None:
+    before, after = upgrade(previous[1], release, tmp_path, reuse=False)
+    old, new = agent_loads(before, AGENT, tmp_path), agent_loads(after, AGENT, tmp_path)
+    assert new.prestart_container is False  # smcr.mode defaults to off
+    keep = {"prestart_container", "runtime_socket"}
+    assert new.model_dump(exclude=keep) == old.model_dump(exclude=keep)
+    if before.find("Deployment", CONTROLLER):
+        old_config, config = controller_loads(before, tmp_path), controller_loads(after, tmp_path)
+        assert config.webhook_cert_check_seconds == old_config.webhook_cert_check_seconds
+        assert config.enable_webhook == old_config.enable_webhook
+        assert not _injects(config)  # smcr.mode defaults to off
+
+
+def _chart_yaml(files: dict[str, bytes]) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(files["Chart.yaml"])
+    return loaded
+
+
+def _semver(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("-")[0].split("."))
+
+
+def test_the_chart_version_moves_with_every_change_to_values_yaml(
+    previous: tuple[ChartVersion, Path],
+) -> None:
+    version, _ = previous
+    current = (CHART_DIR / "values.yaml").read_bytes()
+    if version.files["values.yaml"] == current:
+        pytest.skip(f"values.yaml is as in {version.commit[:12]}")
+    old = _chart_yaml(version.files)["version"]
+    new = _chart_yaml({"Chart.yaml": (CHART_DIR / "Chart.yaml").read_bytes()})["version"]
+    assert _semver(new) > _semver(old), (
+        f"values.yaml changed since {version.commit[:12]} but Chart.yaml's version is {new} "
+        f"(was {old}): raise it"
+    )
