@@ -32,7 +32,7 @@ def _say(text: str = "") -> None:
 
 def _show_capacity(node: SimulatedNode, resource: str) -> None:
     total = sum(c for c, _ in node.capacity_by_numa(resource).values())
-    shown = f"{total // 1000}k" if total % 1000 == 0 else str(total)
+    shown = f"{total // 1000}k" if total and total % 1000 == 0 else str(total)
     _say(f"   node capacity {resource}: {shown}")
     for numa, (capacity, allocatable) in node.capacity_by_numa(resource).items():
         _say(f"   NUMA {numa}: capacity {capacity}, allocatable {allocatable}")
@@ -74,7 +74,13 @@ async def _narrate(node: SimulatedNode, variant: str, resource: str) -> None:
     _say(f"\n== kubelet: {resource} registered (endpoint {reg.endpoint})")
     _show_capacity(node, resource)
 
-    available = list(node.kubelet.latest(resource) or {})
+    listed = node.kubelet.latest(resource) or {}
+    available = [device_id for device_id, health in listed.items() if health == "Healthy"]
+    if not available:
+        why = f"all {len(listed)} IDs are Unhealthy" if listed else "the agent found no device"
+        _say(f"\n== no device is listed Healthy ({why}): a pod asking for {resource} would stay")
+        _say("   Pending here; `erdma doctor` on the node says why and what to do")
+        return
     if reg.options.get_preferred_allocation_available:
         ids = await node.kubelet.preferred(resource, available, [], 1)
     else:
