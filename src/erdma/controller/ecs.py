@@ -1,10 +1,11 @@
 """``CloudApi`` on the official Alibaba Cloud ECS SDK, with retries and a shared rate limit.
 
-Every call goes through ``EcsCloud._call``: wait for the token bucket, call the SDK's async
-method, and on failure decide between retrying (throttling, 5xx, timeouts, network errors:
-exponential backoff with full jitter) and raising a ``CloudError`` that names the ECS code,
-the action and what a person can do about it.  The SDK's own retry is left off so there is
-exactly one retry policy.  List calls follow ``NextToken`` to the last page.
+Every call goes through ``EcsCloud._call``: wait while its API cools down after a throttle,
+wait for the token bucket, call the SDK's async method, and on failure decide between retrying
+(throttling: after the API's shared cool-down; 5xx, timeouts, network errors: jittered
+exponential backoff) and raising a ``CloudError`` that names the ECS code, the action and what
+a person can do about it.  The SDK's own retry is left off so there is exactly one retry
+policy.  List calls follow ``NextToken`` to the last page.
 Responses become ``CloudApi`` dataclasses in ``ecs_responses``.
 """
 
@@ -33,7 +34,7 @@ from erdma.controller.cloud import (
     hint_for,
     is_retryable,
 )
-from erdma.controller.ratelimit import RetryPolicy, TokenBucket
+from erdma.controller.ratelimit import RetryPolicy, ThrottleGate, ThrottlePolicy, TokenBucket
 
 PAGE_SIZE = 100  # MaxResults and NetworkInterfaceId.N both cap at 100 per request
 TAG_BATCH = 50  # TagResources accepts at most 50 resource ids
@@ -91,6 +92,7 @@ class EcsSettings:
     burst: float = 10.0
     timeout_seconds: float = 10.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    throttle: ThrottlePolicy = field(default_factory=ThrottlePolicy)
 
     def __post_init__(self) -> None:
         if not self.region:
@@ -139,6 +141,7 @@ class EcsCloud:
         self.bucket = TokenBucket(settings.rate_limit, settings.burst)
         self._rng = rng or random.Random()
         self._sleep = sleep
+        self.throttle = ThrottleGate(settings.throttle, rng=self._rng, sleep=sleep)
         self._caps: dict[str, asyncio.Future[InstanceTypeCaps]] = {}
         self._client = EcsClient(
             OpenApiConfig(
@@ -162,17 +165,26 @@ class EcsCloud:
     ) -> Resp:
         policy = self.settings.retry
         for attempt in range(policy.max_attempts):
+            await self.throttle.wait(action)
             await self.bucket.acquire()
             self.stats.calls[action] += 1
+            started = self.throttle.clock()
             try:
-                return await method(request, self._runtime())
+                response = await method(request, self._runtime())
             except Exception as exc:  # the SDK raises several unrelated exception types
                 error = classify(exc, action, self.settings.timeout_seconds)
+                throttled = error.code.startswith("Throttling")
+                if throttled:
+                    self.throttle.throttled(action, started)
                 if not error.retryable or attempt + 1 == policy.max_attempts:
                     self.stats.failures[error.code] += 1
                     raise error from exc
                 self.stats.retries[action] += 1
-                await self._sleep(policy.backoff(attempt, self._rng))
+                if not throttled:  # a throttled API waits for its cool-down instead
+                    await self._sleep(policy.backoff(attempt, self._rng))
+                continue
+            self.throttle.succeeded(action, started)
+            return response
         raise AssertionError("unreachable: the loop returns or raises")
 
     # --- instances -------------------------------------------------------------------------

@@ -1,32 +1,20 @@
-"""ERI sizing and selection (pure), plus one reconcile pass and cleanup against ``CloudApi``.
+"""One ERI reconcile pass and the cleanup of ERIs, against ``CloudApi``.
 
-``plan_eris`` mirrors the reference controller's ``SelectERIs``/``SelectEriFromExist``:
+``ensure_eris`` is one idempotent pass: look (list the instance's ENIs), plan
+(``erdma.controller.eri_plan``), act (create, attach, convert) and report per-card status.
+Creates carry a deterministic ClientToken, so a pass interrupted between create and attach
+finishes in the next one without a duplicate. When ECS refuses to convert the primary ENI
+(the traffic-mode parameter is an invitational preview some accounts may not use), card 0 gets
+a newly created ERI instead, so the card is served rather than failed for good.
 
-- no ERI quota (``EriQuantity`` 0) means no eRDMA on this type;
-- ``card_count`` is 1, or ``min(NetworkCardQuantity, EriQuantity)`` on multi-card types;
-- the queue-pair budget is ``QueuePairNumber`` (times ``card_count`` on GPU types);
-- existing HighPerformance ENIs count against the budget, and one owned ERI is kept per card;
-- the rest of the budget is split evenly over the cards still missing an ERI, and card 0 reuses
-  the primary ENI (converted to HighPerformance) when it has no ERI yet.
-
-Where the reference is wrong this differs on purpose:
-
-- an ENI is never chosen for two card indices, and only HighPerformance ENIs are reused
-  (reference defect 16);
-- among several ERIs on one card, ours are preferred over non-owned ones;
-- leftovers from an earlier create (tagged, unattached) are reused for the card they were
-  created for first, and creates carry a deterministic ClientToken (defect 13);
-- the instance's own primary ENI, once converted, is always kept (it carries no creator tag).
-
-``ensure_eris`` is one idempotent pass: create, attach, convert, report per-card status.
-``cleanup_eris`` detaches and deletes only ENIs this controller created for an instance.
+``cleanup_eris`` detaches and deletes only ENIs this controller created for an instance; with
+``keep_attached`` it leaves those still attached (a running instance keeps its ERIs).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from erdma.controller.cloud import (
@@ -39,149 +27,42 @@ from erdma.controller.cloud import (
     InstanceTypeCaps,
     owned_tags,
 )
+from erdma.controller.eri_plan import (
+    ATTACH,
+    CARD_INDEX_TAG_KEY,
+    CONVERT,
+    CREATE,
+    KEEP,
+    CardPlan,
+    EriPlan,
+    card_count,
+    plan_eris,
+    queue_pair_total,
+)
 
-CARD_INDEX_TAG_KEY = "network.alibabacloud.com/erdma-card-index"
-
-KEEP = "keep"  # an ERI already on this card of the instance
-ATTACH = "attach"  # an unattached ERI we created earlier: attach it
-CONVERT = "convert-primary"  # switch the primary ENI to HighPerformance
-CREATE = "create"  # create a new ERI and attach it
+__all__ = [
+    "ATTACH",
+    "CARD_INDEX_TAG_KEY",
+    "CONVERT",
+    "CREATE",
+    "FAILED",
+    "KEEP",
+    "PENDING",
+    "READY",
+    "CleanupResult",
+    "EnsureResult",
+    "EriStatus",
+    "card_count",
+    "cleanup_eris",
+    "client_token",
+    "ensure_eris",
+    "plan_eris",
+    "queue_pair_total",
+]
 
 PENDING, READY, FAILED = "Pending", "Ready", "Failed"
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CardPlan:
-    """What to do for one network card."""
-
-    card_index: int
-    action: str
-    queue_pair_number: int
-    eni: Eni | None = None
-
-
-@dataclass(frozen=True)
-class EriPlan:
-    """The outcome of planning; ``problem`` explains cards that cannot get an ERI."""
-
-    supported: bool
-    card_count: int
-    queue_pair_total: int
-    cards: tuple[CardPlan, ...]
-    problem: str = ""
-
-    @property
-    def creates(self) -> tuple[CardPlan, ...]:
-        """Cards for which a new ERI is needed."""
-        return tuple(c for c in self.cards if c.action == CREATE)
-
-
-def card_count(caps: InstanceTypeCaps) -> int:
-    """One ERI per network card, bounded by the ERI quota."""
-    if caps.network_card_quantity < 2:
-        return 1
-    return min(caps.network_card_quantity, caps.eri_quantity)
-
-
-def queue_pair_total(caps: InstanceTypeCaps) -> int:
-    """The queue-pair budget of the instance; GPU types get one budget per card."""
-    if caps.gpu_amount > 0:
-        return caps.queue_pair_number * card_count(caps)
-    return caps.queue_pair_number
-
-
-def _owned(eni: Eni, instance: Instance, manage_non_owned: bool) -> bool:
-    return manage_non_owned or eni.created_by_us or eni.id == instance.primary_eni_id
-
-
-def _pick_existing(
-    instance: Instance, eris: Sequence[Eni], cards: int, manage_non_owned: bool
-) -> tuple[dict[int, Eni], dict[int, Eni]]:
-    """One ERI per card index, ours first; also the cards blocked by ERIs we may not manage."""
-    chosen: dict[int, Eni] = {}
-    blocked: dict[int, Eni] = {}
-    ranked = sorted(eris, key=lambda e: not (e.created_by_us or e.is_primary))
-    for eni in ranked:
-        if eni.card_index >= cards or eni.card_index in chosen:
-            continue
-        if _owned(eni, instance, manage_non_owned):
-            chosen[eni.card_index] = eni
-        else:
-            blocked.setdefault(eni.card_index, eni)
-    for card in chosen:
-        blocked.pop(card, None)
-    return chosen, blocked
-
-
-def _card_tag(eni: Eni) -> int | None:
-    raw = eni.tags.get(CARD_INDEX_TAG_KEY, "")
-    return int(raw) if raw.isdigit() else None
-
-
-def _assign_leftovers(need: list[int], leftovers: Sequence[Eni], used: set[str]) -> dict[int, Eni]:
-    """Reuse unattached ERIs from earlier creates: matching card tag first, then in order."""
-    unique = {e.id: e for e in leftovers if e.id not in used}  # a page may repeat an ENI
-    pool = [
-        e for e in unique.values() if e.is_eri and e.status == ENI_AVAILABLE and not e.instance_id
-    ]
-    assigned: dict[int, Eni] = {}
-    for card in need:
-        match = next((e for e in pool if _card_tag(e) == card), None)
-        if match is not None:
-            assigned[card] = match
-            pool.remove(match)
-    for card in need:
-        if card not in assigned and pool:
-            assigned[card] = pool.pop(0)
-    return assigned
-
-
-def plan_eris(
-    instance: Instance,
-    caps: InstanceTypeCaps,
-    enis: Sequence[Eni],
-    *,
-    leftovers: Sequence[Eni] = (),
-    manage_non_owned: bool = False,
-) -> EriPlan:
-    """Decide, per network card, which ERI to keep, attach, convert or create.
-
-    ``enis`` are the ENIs attached to the instance; ``leftovers`` are ENIs tagged as ours for
-    this instance (typically from ``list_enis_by_tags``); attached ones there are ignored.
-    """
-    if not caps.supports_eri:
-        return EriPlan(False, 0, 0, (), f"instance type {caps.instance_type} has no ERI quota")
-    cards = card_count(caps)
-    total = queue_pair_total(caps)
-    eris = [e for e in enis if e.is_eri]
-    existing_qp = sum(e.queue_pair_number for e in eris)
-    chosen, blocked = _pick_existing(instance, eris, cards, manage_non_owned)
-    plans = [CardPlan(i, KEEP, e.queue_pair_number, e) for i, e in sorted(chosen.items())]
-    need = [i for i in range(cards) if i not in chosen and i not in blocked]
-    problem = "; ".join(
-        f"card {i} has ERI {e.id} not created by this controller "
-        "(set manageNonOwnedENIs to adopt it)"
-        for i, e in sorted(blocked.items())
-    )
-    if not need:
-        return EriPlan(True, cards, total, tuple(plans), problem)
-    remain = (total - existing_qp) // len(need) if existing_qp <= total else 0
-    if remain <= 0:
-        short = f"no queue pairs left for cards {need}: {existing_qp} of {total} are used"
-        return EriPlan(True, cards, total, tuple(plans), "; ".join(filter(None, [problem, short])))
-    primary = next((e for e in enis if e.id == instance.primary_eni_id), None)
-    if 0 in need and primary is not None and not primary.is_eri:
-        plans.append(CardPlan(0, CONVERT, remain, primary))
-        need.remove(0)
-    used = {e.id for e in chosen.values()}
-    reused = _assign_leftovers(need, leftovers, used)
-    for card in need:
-        eni = reused.get(card)
-        plans.append(CardPlan(card, ATTACH if eni else CREATE, remain, eni))
-    plans.sort(key=lambda p: p.card_index)
-    return EriPlan(True, cards, total, tuple(plans), problem)
 
 
 def client_token(instance_id: str, card_index: int, queue_pair_number: int, salt: str = "") -> str:
@@ -196,7 +77,11 @@ def client_token(instance_id: str, card_index: int, queue_pair_number: int, salt
 
 @dataclass(frozen=True)
 class EriStatus:
-    """Per-card result of a pass, shaped for the ERdmaDevice spec and status."""
+    """Per-card result of a pass, shaped for the ERdmaDevice spec and status.
+
+    ``conversion_refused`` is ECS's answer when the primary ENI could not be converted and
+    this card got a new ERI instead (empty otherwise).
+    """
 
     card_index: int
     eni_id: str
@@ -205,21 +90,36 @@ class EriStatus:
     queue_pair_number: int
     status: str
     message: str = ""
+    conversion_refused: str = ""
 
 
 @dataclass(frozen=True)
 class EnsureResult:
-    """All cards of one instance after a pass; ``problem`` is set when a card cannot be served."""
+    """All cards of one instance after a pass; ``problem`` is set when a card cannot be served.
+
+    ``card_count`` is how many ERIs the instance type calls for; a card without an ERI (its
+    create failed, or it is blocked) is in ``missing_cards``.
+    """
 
     supported: bool
     devices: tuple[EriStatus, ...]
     problem: str = ""
+    card_count: int = 0
+
+    @property
+    def missing_cards(self) -> tuple[int, ...]:
+        """Cards the instance type has that no ERI in this pass stands for."""
+        served = {d.card_index for d in self.devices if d.eni_id}
+        return tuple(i for i in range(self.card_count) if i not in served)
 
     @property
     def ready(self) -> bool:
-        """Every planned card has a Ready ERI and nothing is missing."""
+        """Every card has a Ready ERI and nothing is missing."""
         return (
-            bool(self.devices) and not self.problem and all(d.status == READY for d in self.devices)
+            bool(self.devices)
+            and not self.problem
+            and not self.missing_cards
+            and all(d.status == READY for d in self.devices)
         )
 
 
@@ -229,23 +129,53 @@ def _status_of(eni: Eni) -> tuple[str, str]:
     return PENDING, f"ENI is {eni.status}"
 
 
+def _failed(card: CardPlan, eni: Eni | None, exc: CloudError, refused: str = "") -> EriStatus:
+    """A card whose cloud call failed: Pending when a retry can help, else Failed."""
+    return EriStatus(
+        card.card_index,
+        eni.id if eni else "",
+        eni.mac if eni else "",
+        card.action == CONVERT,
+        card.queue_pair_number,
+        PENDING if exc.retryable else FAILED,
+        str(exc),
+        refused,
+    )
+
+
 async def _apply(cloud: CloudApi, instance: Instance, card: CardPlan, token_salt: str) -> EriStatus:
+    if card.action == KEEP and card.eni is not None:
+        kept = card.eni
+        state, message = _status_of(kept)
+        return EriStatus(
+            card.card_index,
+            kept.id,
+            kept.mac,
+            kept.is_primary,
+            card.queue_pair_number,
+            state,
+            message,
+        )
+    refused = ""
+    if card.action == CONVERT and card.eni is not None:
+        primary = card.eni
+        try:
+            await cloud.convert_primary(primary.id, card.queue_pair_number)
+        except CloudError as exc:
+            if exc.retryable:
+                return _failed(card, primary, exc)
+            refused = str(exc)
+            log.warning(
+                "instance %s: converting primary ENI %s was refused (%s); creating an ERI for "
+                "card %d instead", instance.id, primary.id, exc, card.card_index,
+            )  # fmt: skip
+            card = CardPlan(card.card_index, CREATE, card.queue_pair_number)
+        else:
+            return EriStatus(
+                card.card_index, primary.id, primary.mac, True, card.queue_pair_number, READY
+            )
     eni = card.eni
     try:
-        if card.action == KEEP and eni is not None:
-            state, message = _status_of(eni)
-            return EriStatus(
-                card.card_index,
-                eni.id,
-                eni.mac,
-                eni.is_primary,
-                card.queue_pair_number,
-                state,
-                message,
-            )
-        if card.action == CONVERT and eni is not None:
-            await cloud.convert_primary(eni.id, card.queue_pair_number)
-            return EriStatus(card.card_index, eni.id, eni.mac, True, card.queue_pair_number, READY)
         if eni is None:
             tags = {**owned_tags(instance.id), CARD_INDEX_TAG_KEY: str(card.card_index)}
             token = client_token(instance.id, card.card_index, card.queue_pair_number, token_salt)
@@ -253,20 +183,18 @@ async def _apply(cloud: CloudApi, instance: Instance, card: CardPlan, token_salt
                 instance, card.card_index, card.queue_pair_number, token, tags
             )
         await cloud.attach_eri(eni.id, instance.id, card.card_index)
-        return EriStatus(
-            card.card_index, eni.id, eni.mac, False, card.queue_pair_number, PENDING, "attaching"
-        )
     except CloudError as exc:
-        state = PENDING if exc.retryable else FAILED
-        return EriStatus(
-            card.card_index,
-            eni.id if eni else "",
-            eni.mac if eni else "",
-            card.action == CONVERT,
-            card.queue_pair_number,
-            state,
-            str(exc),
-        )
+        return _failed(card, eni, exc, refused)
+    return EriStatus(
+        card.card_index,
+        eni.id,
+        eni.mac,
+        False,
+        card.queue_pair_number,
+        PENDING,
+        "attaching",
+        refused,
+    )
 
 
 async def ensure_eris(
@@ -292,7 +220,7 @@ async def ensure_eris(
         return EnsureResult(False, (), plan.problem)
     devices = [await _apply(cloud, instance, card, token_salt) for card in plan.cards]
     await _backfill_tags(cloud, instance, plan)
-    return EnsureResult(True, tuple(devices), plan.problem)
+    return EnsureResult(True, tuple(devices), plan.problem, plan.card_count)
 
 
 async def _backfill_tags(cloud: CloudApi, instance: Instance, plan: EriPlan) -> None:
@@ -315,26 +243,42 @@ async def _backfill_tags(cloud: CloudApi, instance: Instance, plan: EriPlan) -> 
 
 @dataclass(frozen=True)
 class CleanupResult:
-    """``remaining`` ENIs still need another pass (detaching, or a call failed)."""
+    """What a cleanup pass did; ``kept`` ENIs stay on purpose (attached, ``keep_attached``)."""
 
     deleted: tuple[str, ...]
     detaching: tuple[str, ...]
     errors: tuple[str, ...]
+    kept: tuple[str, ...] = ()
 
     @property
     def done(self) -> bool:
-        """Nothing of ours is left for this instance."""
+        """Nothing of ours that should go is left for this instance."""
         return not self.detaching and not self.errors
 
 
-async def cleanup_eris(cloud: CloudApi, instance_id: str) -> CleanupResult:
-    """Detach and delete the ERIs this controller created for an instance; never others."""
+def _gone(exc: CloudError) -> bool:
+    """The ENI no longer exists (another pass deleted it first): nothing is left to clean."""
+    return exc.code.startswith("InvalidEniId.NotFound")
+
+
+async def cleanup_eris(
+    cloud: CloudApi, instance_id: str, *, keep_attached: bool = False
+) -> CleanupResult:
+    """Detach and delete the ERIs this controller created for an instance; never others.
+
+    With ``keep_attached`` only the unattached ones are deleted: ERIs attached to the instance
+    stay where they are.
+    """
     ours = [e for e in await cloud.list_enis_by_tags(owned_tags(instance_id)) if e.created_by_us]
     deleted: list[str] = []
     detaching: list[str] = []
     errors: list[str] = []
+    kept: list[str] = []
     for eni in ours:
         if eni.is_primary:
+            continue
+        if keep_attached and eni.status != ENI_AVAILABLE:
+            kept.append(eni.id)
             continue
         try:
             if eni.status == ENI_AVAILABLE:
@@ -345,5 +289,6 @@ async def cleanup_eris(cloud: CloudApi, instance_id: str) -> CleanupResult:
                 await cloud.detach_eni(eni.id, eni.instance_id)
             detaching.append(eni.id)
         except CloudError as exc:
-            errors.append(f"{eni.id}: {exc}")
-    return CleanupResult(tuple(deleted), tuple(detaching), tuple(errors))
+            if not _gone(exc):
+                errors.append(f"{eni.id}: {exc}")
+    return CleanupResult(tuple(deleted), tuple(detaching), tuple(errors), tuple(kept))

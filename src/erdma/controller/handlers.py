@@ -4,7 +4,9 @@ kopf owns watching (list + watch, reconnects, resource discovery) and login. The
 are low-level event handlers only: they store no progress annotations on Nodes and add no
 finalizers, so the controller never writes to objects it does not own. Each relevant event puts
 the Node name on the ``WorkQueue``; workers run ``NodeReconciler.reconcile`` and requeue at the
-interval it asks for (Pending, Node not Ready, periodic re-verification, errors).
+interval it asks for (Pending, Node not Ready, periodic re-verification, errors). Beside them the
+``OrphanSweeper`` looks for ERIs of ours that no Node stands for, at start and then at the
+re-verification interval.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 import kopf
 
+from erdma.controller.orphans import OrphanSweeper
 from erdma.controller.reconcile import NodeReconciler
 from erdma.controller.workqueue import WorkQueue
 from erdma.kube import crd
@@ -147,10 +150,14 @@ async def run_operator(
     stop: asyncio.Event | None = None,
     ready: asyncio.Event | None = None,
 ) -> None:
-    """kopf plus the workers, until ``stop`` is set or the task is cancelled."""
+    """kopf, the workers and the orphan sweeps, until ``stop`` is set or the task is cancelled."""
     queue = WorkQueue()
     registry = build_registry(reconciler, queue, kubeconfig)
-    workers = asyncio.create_task(run_workers(reconciler, queue))
+    sweeper = OrphanSweeper(reconciler.kube, reconciler.cloud, reconciler.config)
+    background = [
+        asyncio.create_task(run_workers(reconciler, queue)),
+        asyncio.create_task(sweeper.run(reconciler.config.reverify_interval_seconds)),
+    ]
     try:
         await kopf.operator(
             registry=registry,
@@ -161,5 +168,6 @@ async def run_operator(
             ready_flag=ready,
         )
     finally:
-        workers.cancel()
-        await asyncio.gather(workers, return_exceptions=True)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)

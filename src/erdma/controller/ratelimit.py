@@ -1,10 +1,12 @@
-"""Pacing of cloud calls: how fast to call (token bucket) and how to back off (retry policy).
+"""Pacing of cloud calls: how fast to call (token bucket), how to back off (retry policy), and
+how long a throttled API rests (per-API cool-down).
 
 ECS throttles per account; spreading calls at a steady rate keeps the controller under the
 account's limit instead of bouncing off ``Throttling.User`` and retrying.  Callers reserve
 a slot and sleep until it comes due, so waiting callers are served in arrival order.  When a
 call still fails transiently, retries follow the shared jittered `Backoff`, so that many
-reconcilers failing together do not retry in lock-step.
+reconcilers failing together do not retry in lock-step; after a throttle, the API cools down
+for every caller at once (`ThrottleGate`), as the ECS throttling guidance asks.
 """
 
 from __future__ import annotations
@@ -78,3 +80,95 @@ class RetryPolicy:
     def backoff(self, attempt: int, rng: random.Random) -> float:
         """Seconds to sleep before retry number ``attempt`` (0-based)."""
         return Backoff(self.base_delay, self.max_delay, rng=rng).delay(attempt)
+
+
+@dataclass(frozen=True)
+class ThrottlePolicy:
+    """How long one ECS API cools down after ``Throttling``, shared by every caller.
+
+    ECS counts each API on its own; once an API is throttled in minute T it may refuse calls
+    until minute T+1, and its guidance is to back off that API and probe it at about one call
+    per second until it answers again. So the first throttle holds the API for ``initial``
+    seconds (jittered to half of it at least), each further one doubles that up to
+    ``maximum``, a success clears it, and while it lasts calls go out one per
+    ``probe_interval``.
+    """
+
+    initial: float = 1.0
+    maximum: float = 60.0
+    probe_interval: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.initial <= self.maximum or self.probe_interval <= 0:
+            raise ValueError(
+                f"throttle cool-down initial={self.initial!r} maximum={self.maximum!r} "
+                f"probe_interval={self.probe_interval!r} is invalid; use 0 < initial <= "
+                "maximum and probe_interval > 0"
+            )
+
+
+@dataclass
+class _Cooling:
+    strikes: int
+    struck_at: float
+    until: float
+    next_probe: float = 0.0
+
+
+class ThrottleGate:
+    """Per-API cool-down after ``Throttling``: every caller of a throttled API waits for it.
+
+    Without it each caller retries on its own backoff, so many reconciles hitting a throttled
+    API retry it within a fraction of a second of each other and keep it throttled. A call's
+    outcome only counts when the call started after the latest throttle of its API: answers to
+    calls that were already in flight neither add a strike nor end the cool-down.
+    """
+
+    def __init__(
+        self,
+        policy: ThrottlePolicy,
+        *,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.policy = policy
+        self.clock = clock
+        self._sleep = sleep
+        self._backoff = Backoff(policy.initial, policy.maximum, rng=rng or random.Random())
+        self._cooling: dict[str, _Cooling] = {}
+
+    def cooling(self, action: str) -> float:
+        """Seconds until ``action`` may be probed again (0 when it is not cooling down)."""
+        state = self._cooling.get(action)
+        return max(0.0, state.until - self.clock()) if state else 0.0
+
+    async def wait(self, action: str) -> float:
+        """Wait until ``action`` may be called; returns the seconds waited."""
+        waited = 0.0
+        while (state := self._cooling.get(action)) is not None:
+            now = self.clock()
+            slot = max(state.until, state.next_probe)
+            if now >= slot:
+                state.next_probe = now + self.policy.probe_interval
+                break
+            await self._sleep(slot - now)
+            waited += slot - now
+        return waited
+
+    def throttled(self, action: str, started: float) -> float:
+        """ECS throttled a call of ``action`` started at ``started``; returns the cool-down."""
+        state = self._cooling.get(action)
+        if state is not None and started <= state.struck_at:
+            return max(0.0, state.until - self.clock())
+        strikes = state.strikes + 1 if state else 1
+        now = self.clock()
+        hold = self._backoff.delay(strikes - 1)
+        self._cooling[action] = _Cooling(strikes, now, now + hold)
+        return hold
+
+    def succeeded(self, action: str, started: float) -> None:
+        """A call of ``action`` started at ``started`` was answered: the API is open again."""
+        state = self._cooling.get(action)
+        if state is not None and started > state.struck_at:
+            del self._cooling[action]

@@ -2,9 +2,10 @@
 
 Unlike the reference, every pass re-plans from ECS (``erdma.controller.eri.ensure_eris``), so
 instance-type changes are followed and a Ready ERI that was detached out of band is attached
-again; the spec and status are rewritten only when they change. Node deletion (or garbage
-collection of the object) runs ``cleanup_eris``, which only touches ENIs this controller
-created, before the object's finalizer is dropped. Each cloud action and failure becomes an
+again; the spec and status are rewritten only when they change (``device_report`` shapes
+them). When the Node is deleted, the object's finalizer is dropped only after
+``orphans.cleanup_for_gone_node`` ran: it deletes the ERIs this controller created only once
+their instance is gone, and never touches others. Each cloud action and failure becomes an
 Event on the Node. ``reconcile`` returns the delay after which the Node should be looked at
 again, or None when only a watch event should wake it.
 """
@@ -15,11 +16,16 @@ import datetime
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from erdma.controller import device_report
 from erdma.controller.cloud import CloudApi, CloudError, Instance
 from erdma.controller.config import ControllerConfig
-from erdma.controller.eri import EnsureResult, EriStatus, cleanup_eris, ensure_eris
+from erdma.controller.device_report import REASON_CLOUD_FAILED
+from erdma.controller.eri import CleanupResult, EnsureResult, cleanup_eris, ensure_eris
+from erdma.controller.nodes import instance_id_from_provider, internal_ip, node_ready
+from erdma.controller.orphans import cleanup_for_gone_node
 from erdma.kube import crd
 from erdma.kube.client import KubeApi
 from erdma.kube.events import EventRecorder
@@ -28,8 +34,6 @@ log = logging.getLogger(__name__)
 
 REASON_NOT_SUPPORTED = "ERdmaNotSupported"
 REASON_LOOKUP_FAILED = "InstanceLookupFailed"
-REASON_CLOUD_FAILED = "ERIReconcileFailed"
-DETACHED_NOTE = "was detached outside the controller; attaching it again"
 
 
 class Skip(Exception):
@@ -38,26 +42,6 @@ class Skip(Exception):
 
 def _parse_time(value: str) -> float:
     return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-
-
-def node_ready(node: Mapping[str, Any]) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def instance_id_from_provider(provider_id: str) -> str | None:
-    """``<region>.<i-...>`` (the ACK form) gives the instance id; anything else gives None."""
-    parts = provider_id.split(".")
-    if len(parts) == 2 and crd.INSTANCE_ID_RE.match(parts[1]):
-        return parts[1]
-    return None
-
-
-def internal_ip(node: Mapping[str, Any]) -> str | None:
-    for addr in (node.get("status") or {}).get("addresses") or []:
-        if addr.get("type") == "InternalIP" and addr.get("address"):
-            return str(addr["address"])
-    return None
 
 
 class NodeReconciler:
@@ -157,7 +141,7 @@ class NodeReconciler:
         await self.events.record(node, "Normal", REASON_NOT_SUPPORTED, message)
         current = await self.kube.get_device(name)
         if current is not None:  # the instance type changed to one without eRDMA
-            return await self._remove(current, node)
+            return await self._remove(current, node, node_gone=False)
         return None
 
     async def _write(
@@ -170,118 +154,92 @@ class NodeReconciler:
             # Deleted by a person while the Node lives: let it go; the next pass recreates it.
             await self.kube.drop_finalizer(current)
             return self.config.pending_requeue_seconds
-        jumbo = await self._jumbo(node, instance)
-        await self._report(node, result, before)
-        devices = [
-            crd.DeviceInfo(
-                id=d.eni_id,
-                mac=d.mac,
-                instance_id=instance.id,
-                network_card_index=d.card_index,
-                is_primary_eni=d.is_primary,
-                queue_pair=d.queue_pair_number,
-            )
-            for d in result.devices
-            if d.eni_id
-        ]
-        statuses = [
-            crd.DeviceStatus(d.eni_id, _state(d), self._message(d, before))
-            for d in result.devices
-            if d.eni_id
-        ]
+        jumbo = await self._jumbo(node, instance, before)
+        await device_report.report(self.events, node, result, before)
+        devices = device_report.spec_devices(instance, result)
+        statuses = device_report.statuses(result, before)
         if current is None:
-            obj = crd.build(name, node["metadata"]["uid"], instance.id, devices, jumbo)
+            obj = crd.build(name, node["metadata"]["uid"], instance.id, devices, jumbo.value)
             current = await self.kube.create_device(obj)
             log.info("created ERdmaDevice %s with %d devices", name, len(devices))
         else:
-            spec = crd.spec_body(devices, jumbo)
+            spec = crd.spec_body(devices, jumbo.value)
             labels = {crd.LABEL_INSTANCE_ID: instance.id, crd.LABEL_NODE_NAME: name}
             meta = current["metadata"]
             if current.get("spec") != spec or any(
                 (meta.get("labels") or {}).get(k) != v for k, v in labels.items()
             ):
                 await self.kube.patch_device(name, {"metadata": {"labels": labels}, "spec": spec})
-        status = crd.status_body(statuses)
+        status = device_report.status_body(statuses, result)
         if current.get("status") != status:
             await self.kube.patch_device_status(name, status)
-        if result.ready:
+        if result.ready and jumbo.known:
             return self.config.reverify_interval_seconds
-        if result.problem or any(d.status == crd.FAILED for d in result.devices):
+        if not jumbo.known or result.problem or any(s.status == crd.FAILED for s in statuses):
             return self.config.error_requeue_seconds
         return self.config.pending_requeue_seconds
 
-    async def _jumbo(self, node: Mapping[str, Any], instance: Instance) -> bool:
+    async def _jumbo(
+        self, node: Mapping[str, Any], instance: Instance, before: crd.ERdmaDevice | None
+    ) -> Jumbo:
+        """The jumbo-frame setting; when ECS cannot say, the value the object already holds.
+
+        A failed read (throttled, 5xx, denied) never turns a known setting into a guess; only a
+        new object, which has no value yet, starts with False (as the reference does) until a
+        read succeeds.
+        """
         try:
-            return await self.cloud.jumbo_frame(instance.id)
+            return Jumbo(await self.cloud.jumbo_frame(instance.id), True)
         except CloudError as exc:
-            message = f"cannot read jumbo-frame setting, assuming off: {exc}"
-            await self.events.record(node, "Warning", REASON_CLOUD_FAILED, message)
-            return False
-
-    @staticmethod
-    def _was_attached(before: crd.ERdmaDevice | None, eni_id: str) -> bool:
-        """Whether the previous pass saw this ERI attached (or already noticed it detached)."""
-        st = before.status_of(eni_id) if before else None
-        if st is None:
-            return False
-        return st.status == crd.READY or "Detaching" in st.message or st.message == DETACHED_NOTE
-
-    def _message(self, d: EriStatus, before: crd.ERdmaDevice | None) -> str:
-        if d.status == crd.PENDING and self._was_attached(before, d.eni_id):
-            return DETACHED_NOTE
-        return d.message
-
-    async def _report(
-        self, node: Mapping[str, Any], result: EnsureResult, before: crd.ERdmaDevice | None
-    ) -> None:
-        """Events for what this pass did in the cloud and for what went wrong."""
-        known = {d.id for d in before.devices} if before else set()
-        for d in result.devices:
-            where = f"{d.eni_id or 'ERI'} on network card {d.card_index}"
-            if d.status == crd.FAILED:
-                message = f"{where}: {d.message}"
+            if before is not None:
+                message = f"cannot read jumbo-frame setting, keeping {before.jumbo_frame}: {exc}"
                 await self.events.record(node, "Warning", REASON_CLOUD_FAILED, message)
-            elif d.message == "attaching" and self._was_attached(before, d.eni_id):
-                message = f"{where} was detached out of band; attaching it again"
-                await self.events.record(node, "Warning", "ERIReattaching", message)
-            elif d.message == "attaching":
-                await self.events.record(node, "Normal", "ERIAttaching", f"attaching {where}")
-            elif d.is_primary and d.status == crd.READY and d.eni_id not in known:
-                message = (
-                    f"primary ENI {d.eni_id} converted to HighPerformance mode with "
-                    f"{d.queue_pair_number} queue pairs"
-                )
-                await self.events.record(node, "Normal", "PrimaryENIConverted", message)
-        if result.problem:
-            await self.events.record(node, "Warning", REASON_CLOUD_FAILED, result.problem)
+                return Jumbo(before.jumbo_frame, True)
+            message = f"cannot read jumbo-frame setting, assuming off until it can: {exc}"
+            await self.events.record(node, "Warning", REASON_CLOUD_FAILED, message)
+            return Jumbo(False, False)
 
     async def node_gone(self, name: str) -> float | None:
-        """The Node is deleted: clean up its ERIs (if configured), then remove its object."""
+        """The Node is deleted: clean up its ERIs (as far as allowed), then remove its object."""
         current = await self.kube.get_device(name)
         if current is None:
             return None
         ref = {"metadata": {"name": name, "uid": _owner_uid(current)}}
-        return await self._remove(current, ref)
+        return await self._remove(current, ref, node_gone=True)
 
-    async def _remove(self, current: Mapping[str, Any], node: Mapping[str, Any]) -> float | None:
-        """Run ``cleanup_eris`` for the object's instance, then drop the finalizer and delete.
+    async def _cleanup(self, instance_id: str, node_gone: bool) -> CleanupResult:
+        if node_gone:
+            return await cleanup_for_gone_node(self.cloud, self.kube, instance_id)
+        return await cleanup_eris(self.cloud, instance_id)
 
-        Returns a requeue delay while ENIs are still detaching or a cloud call failed; the
-        object (and its finalizer) stays until the cleanup is complete, so nothing leaks when
-        the controller restarts half-way.
+    async def _remove(
+        self, current: Mapping[str, Any], node: Mapping[str, Any], *, node_gone: bool
+    ) -> float | None:
+        """Clean up the object's ERIs, then drop the finalizer and delete the object.
+
+        For a deleted Node, ``cleanup_for_gone_node`` decides which ERIs go (ours, once the
+        instance is gone); for an instance type without eRDMA, all of ours go. Returns a
+        requeue delay while ENIs are still detaching or a cloud call failed; the object (and
+        its finalizer) stays until the cleanup is complete, so nothing leaks when the
+        controller restarts half-way.
         """
         name = current["metadata"]["name"]
         instance_id = crd.parse(current).instance_id
         ours = crd.FINALIZER in (current["metadata"].get("finalizers") or [])
         if ours and self.config.cleanup_on_node_delete and instance_id:
             try:
-                cleaned = await cleanup_eris(self.cloud, instance_id)
+                cleaned = await self._cleanup(instance_id, node_gone)
             except CloudError as exc:
                 await self.events.record(node, "Warning", "ERICleanupFailed", str(exc))
                 return self.config.error_requeue_seconds
             if cleaned.deleted:
                 message = f"deleted {', '.join(cleaned.deleted)}"
                 await self.events.record(node, "Normal", "ERIDeleted", message)
+            if cleaned.kept:
+                log.info(
+                    "node %s is gone but instance %s still runs: keeping its ERIs %s",
+                    name, instance_id, ", ".join(cleaned.kept),
+                )  # fmt: skip
             if cleaned.errors:
                 message = "; ".join(cleaned.errors)
                 await self.events.record(node, "Warning", "ERICleanupFailed", message)
@@ -293,10 +251,14 @@ class NodeReconciler:
         return None
 
 
+@dataclass(frozen=True)
+class Jumbo:
+    """The jumbo-frame setting to write, and whether ECS (or the object) really knows it."""
+
+    value: bool
+    known: bool
+
+
 def _owner_uid(obj: Mapping[str, Any]) -> str:
     refs = obj["metadata"].get("ownerReferences") or []
     return next((str(r.get("uid", "")) for r in refs if r.get("kind") == "Node"), "")
-
-
-def _state(d: EriStatus) -> crd.DeviceState:
-    return {"Ready": crd.READY, "Failed": crd.FAILED}.get(d.status, crd.PENDING)

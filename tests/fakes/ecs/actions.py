@@ -245,6 +245,8 @@ def modify_network_interface_attribute(world: EcsWorld, params: Params) -> Body:
     check_region(world, params)
     eni_id = required(params, "NetworkInterfaceId")
     mode = params.get("NetworkInterfaceTrafficConfig.NetworkInterfaceTrafficMode")
+    if mode is not None and world.traffic_config_refusal is not None:
+        raise world.traffic_config_refusal
     if mode is not None:
         qp = integer(params, "NetworkInterfaceTrafficConfig.QueuePairNumber", 0, 0, 1024)
         world.set_traffic_mode(eni_id, mode, qp)

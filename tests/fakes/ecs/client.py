@@ -10,11 +10,13 @@ from dataclasses import replace
 
 from erdma.controller.credentials import CredentialSettings, build_credential_client
 from erdma.controller.ecs import EcsCloud, EcsSettings
-from erdma.controller.ratelimit import RetryPolicy
+from erdma.controller.ratelimit import RetryPolicy, ThrottlePolicy
 from tests.fakes.ecs.server import DEFAULT_ACCESS_KEY_ID, DEFAULT_ACCESS_KEY_SECRET, EcsEmulator
 from tests.fakes.ecs.state import EcsWorld, InstanceType
 
 FAST_RETRY = RetryPolicy(max_attempts=6, base_delay=0.01, max_delay=0.1)
+# The production cool-down shape, 100 times faster, so tests that throttle on purpose stay short.
+FAST_THROTTLE = ThrottlePolicy(initial=0.01, maximum=0.6, probe_interval=0.01)
 
 # Instance types for scenarios.  The numbers are plausible, not a copy of ECS's catalogue.
 GENERAL_ERI = InstanceType("ecs.g8i.8xlarge", eri_quantity=1, queue_pair_number=8)
@@ -46,6 +48,7 @@ def cloud_for(
     burst: float | None = None,
     timeout_seconds: float = 2.0,
     retry: RetryPolicy = FAST_RETRY,
+    throttle: ThrottlePolicy = FAST_THROTTLE,
 ) -> EcsCloud:
     """An ``EcsCloud`` talking HTTP to ``emulator`` with the given AccessKey."""
     credential = build_credential_client(
@@ -59,5 +62,6 @@ def cloud_for(
         burst=rate_limit if burst is None else burst,
         timeout_seconds=timeout_seconds,
         retry=retry,
+        throttle=throttle,
     )
     return EcsCloud(settings, credential)

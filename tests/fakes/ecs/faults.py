@@ -2,7 +2,11 @@
 
 ECS throttles per account (``Throttling.User``, HTTP 400), fails now and then with 5xx, and
 can be slower than a client's timeout.  Tests and benchmarks script these here and read back
-how many calls each action received.
+how many calls each action received, and when (``log``).
+
+A fault with ``delay`` holds the request before ECS sees it (with a ``code``, it is then
+refused without being carried out); one with ``answer_delay`` is carried out at once and only
+its answer is held, so a client that dies meanwhile never learns that the call took effect.
 """
 
 from __future__ import annotations
@@ -10,8 +14,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from tests.fakes.ecs.state import EcsApiError
 
@@ -20,7 +24,8 @@ THROTTLED_MESSAGE = "Request was denied due to user flow control."
 
 @dataclass
 class Fault:
-    """One scripted misbehaviour for ``action`` (``"*"`` for any), used ``times`` times.
+    """One scripted misbehaviour for ``action`` (``"*"`` for any), used ``times`` times, on the
+    calls whose parameters include ``where`` (e.g. ``{"InstanceId": "i-1"}``).
 
     With ``code`` empty the call succeeds, only ``delay`` seconds late (a client timeout).
     """
@@ -31,6 +36,32 @@ class Fault:
     message: str = ""
     delay: float = 0.0
     times: int = 1
+    answer_delay: float = 0.0
+    where: Mapping[str, str] = field(default_factory=dict)
+
+    def matches(self, action: str, params: Mapping[str, str]) -> bool:
+        """The fault is for this action and every ``where`` parameter has that value."""
+        return self.action in ("*", action) and all(
+            params.get(k) == v for k, v in self.where.items()
+        )
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What to do with one call: hold it, refuse it, hold its answer."""
+
+    delay: float
+    error: EcsApiError | None
+    answer_delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Received:
+    """One call as ECS saw it: when (the plan's clock), which action, the error code answered."""
+
+    at: float
+    action: str
+    code: str
 
 
 class FaultPlan:
@@ -46,6 +77,7 @@ class FaultPlan:
         self._faults: list[Fault] = []
         self.calls: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
+        self.log: list[Received] = []
 
     @property
     def rate_limit(self) -> float:
@@ -68,17 +100,26 @@ class FaultPlan:
         message: str = "",
         delay: float = 0.0,
         times: int = 1,
+        answer_delay: float = 0.0,
+        where: Mapping[str, str] | None = None,
     ) -> None:
         """Queue a fault; e.g. ``inject("CreateNetworkInterface", "Throttling.User", times=3)``."""
-        self._faults.append(Fault(action, code, status, message, delay, times))
+        with self._lock:
+            fault = Fault(action, code, status, message, delay, times, answer_delay, where or {})
+            self._faults.append(fault)
+
+    def clear(self) -> None:
+        """Drop every queued fault (the rate limit and latency stay)."""
+        with self._lock:
+            self._faults.clear()
 
     def throttle(self, action: str = "*", times: int = 1) -> None:
         """Make the next ``times`` calls of ``action`` fail with ``Throttling.User``."""
         self.inject(action, "Throttling.User", status=400, message=THROTTLED_MESSAGE, times=times)
 
-    def _take(self, action: str) -> Fault | None:
+    def _take(self, action: str, params: Mapping[str, str]) -> Fault | None:
         for fault in self._faults:
-            if fault.action in ("*", action):
+            if fault.matches(action, params):
                 fault.times -= 1
                 if fault.times <= 0:
                     self._faults.remove(fault)
@@ -96,11 +137,12 @@ class FaultPlan:
         self._tokens -= 1
         return False
 
-    def admit(self, action: str) -> tuple[float, EcsApiError | None]:
-        """Count a call; return how long to delay it and the error to answer with, if any."""
+    def admit(self, action: str, params: Mapping[str, str] | None = None) -> Admission:
+        """Count and log a call; say how long to hold it, the error to answer, if any, and
+        how long to hold the answer of a call that is carried out."""
         with self._lock:
             self.calls[action] += 1
-            fault = self._take(action)
+            fault = self._take(action, params or {})
             error: EcsApiError | None = None
             delay = self.latency
             if fault is not None:
@@ -111,7 +153,9 @@ class FaultPlan:
                 error = EcsApiError("Throttling.User", THROTTLED_MESSAGE, 400)
             if error is not None:
                 self.errors[error.code] += 1
-            return delay, error
+            self.log.append(Received(self._clock(), action, error.code if error else ""))
+            held = fault.answer_delay if fault is not None and error is None else 0.0
+            return Admission(delay, error, held)
 
     def total_calls(self) -> int:
         """All calls received, failed ones included."""

@@ -138,11 +138,11 @@ class EcsEmulator(AsyncService):
                 raise EcsApiError(
                     "InvalidAction.NotFound", f"Specified api {action!r} is not found.", 404
                 )
-            delay, error = self.faults.admit(action)
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if error is not None:
-                raise error
+            admission = self.faults.admit(action, params)
+            if admission.delay > 0:
+                await asyncio.sleep(admission.delay)
+            if admission.error is not None:
+                raise admission.error
             if action in self.denied_actions:
                 raise EcsApiError(
                     "Forbidden.RAM",
@@ -152,6 +152,8 @@ class EcsEmulator(AsyncService):
                 )
             with self.world.lock:
                 result = handler(self.world, params)
+            if admission.answer_delay > 0:
+                await asyncio.sleep(admission.answer_delay)
         except EcsApiError as exc:
             return self._error(exc, request_id)
         except Exception as exc:  # an emulator bug: answer like ECS, but say what broke

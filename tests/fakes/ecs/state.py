@@ -2,7 +2,9 @@
 
 The rules are the ones ERI management trips over in production: the per-type ERI quota, one
 ERI per network card, asynchronous attach/detach (``Attaching``/``Detaching`` for a
-configurable time), no deletion of an ENI in use, and ClientToken idempotency on create.
+configurable time), no deletion of an ENI in use, ClientToken idempotency on create, and
+instance release (the instance and its primary ENI go, its other ENIs are detached and stay).
+An account that may not use the primary-ENI conversion parameter is modelled too.
 State changes are guarded by one lock because tests inspect the world from another thread
 while the HTTP server runs.
 """
@@ -13,80 +15,30 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-HIGH_PERFORMANCE = "HighPerformance"
-STANDARD = "Standard"
+from tests.fakes.ecs.records import (
+    HIGH_PERFORMANCE,
+    PREVIEW_REFUSED_CODE,
+    PREVIEW_REFUSED_MESSAGE,
+    STANDARD,
+    EcsApiError,
+    EniRecord,
+    InstanceRecord,
+    InstanceType,
+    VSwitch,
+)
 
-
-class EcsApiError(Exception):
-    """An ECS error response: code, message and the HTTP status ECS uses for it."""
-
-    def __init__(self, code: str, message: str, status: int = 400) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.status = status
-
-
-@dataclass
-class InstanceType:
-    """The limits of an instance type that matter for ERIs."""
-
-    name: str
-    eri_quantity: int = 0
-    network_card_quantity: int = 1
-    queue_pair_number: int = 0
-    gpu_amount: int = 0
-    eni_quantity: int = 8
-
-
-@dataclass
-class InstanceRecord:
-    """One running instance; its primary ENI lives in the ENI table."""
-
-    id: str
-    instance_type: str
-    zone_id: str
-    vpc_id: str
-    vswitch_id: str
-    security_group_ids: list[str]
-    private_ip: str
-    primary_eni_id: str
-    jumbo_frame: bool = False
-
-
-@dataclass
-class EniRecord:
-    """One ENI.  ``settle_at``/``settle_to`` model ECS finishing an attach or detach later."""
-
-    id: str
-    mac: str
-    vswitch_id: str
-    vpc_id: str
-    zone_id: str
-    security_group_ids: list[str]
-    private_ip: str
-    type: str = "Secondary"
-    traffic_mode: str = STANDARD
-    queue_pair_number: int = 0
-    status: str = "Available"
-    instance_id: str = ""
-    card_index: int = 0
-    tags: dict[str, str] = field(default_factory=dict)
-    settle_at: float = 0.0
-    settle_to: str = ""
-
-
-@dataclass
-class VSwitch:
-    """A vSwitch; ENIs get their IP from its CIDR and the gateway is its first address."""
-
-    id: str
-    vpc_id: str
-    zone_id: str
-    cidr: str
-    gateway: str
+__all__ = [
+    "HIGH_PERFORMANCE",
+    "STANDARD",
+    "EcsApiError",
+    "EcsWorld",
+    "EniRecord",
+    "InstanceRecord",
+    "InstanceType",
+    "VSwitch",
+]
 
 
 class EcsWorld:
@@ -108,6 +60,8 @@ class EcsWorld:
         self.vswitches: dict[str, VSwitch] = {}
         self.security_groups: set[str] = set()
         self.client_tokens: dict[str, tuple[tuple[object, ...], str]] = {}
+        # Set by `refuse_traffic_config`: the account may not use that preview parameter.
+        self.traffic_config_refusal: EcsApiError | None = None
         self._seq = itertools.count(1)
 
     # --- world building (tests, benchmarks, `erdma sim`) ---------------------------------
@@ -170,6 +124,25 @@ class EcsWorld:
             )
             self.attach(eni.id, instance.id, card_index)
             return eni
+
+    def release_instance(self, instance_id: str) -> None:
+        """Release an instance as ECS does: its primary ENI goes with it, and every other ENI
+        attached to it is detached and stays, Available, with its tags (nothing deletes it)."""
+        with self.lock:
+            inst = self.instance(instance_id)
+            del self.instances[inst.id]
+            self.enis.pop(inst.primary_eni_id, None)
+            for eni in self.enis.values():
+                if eni.instance_id == inst.id:
+                    eni.status, eni.settle_to = "Available", ""
+                    eni.instance_id, eni.card_index = "", 0
+
+    def refuse_traffic_config(
+        self, code: str = PREVIEW_REFUSED_CODE, status: int = 400, message: str = ""
+    ) -> None:
+        """Make ModifyNetworkInterfaceAttribute refuse ``NetworkInterfaceTrafficConfig``, as
+        for an account that may not use that parameter (the SDK marks it invitational preview)."""
+        self.traffic_config_refusal = EcsApiError(code, message or PREVIEW_REFUSED_MESSAGE, status)
 
     def _new_eni(self, vsw: VSwitch, sgs: list[str]) -> EniRecord:
         n = next(self._seq)

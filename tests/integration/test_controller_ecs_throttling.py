@@ -1,0 +1,90 @@
+"""After ``Throttling.User`` the throttled API rests for every reconcile at once.
+
+Many reconciles run against one ``EcsCloud``. Each used to retry a throttled call on its own
+backoff, 0-0.4 s later, so the API was hit again from all of them within a fraction of a
+second and stayed throttled. Here the real SDK talks to the ECS emulator and the emulator's
+call log shows when each call arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+
+import pytest
+
+from erdma.controller.ratelimit import RetryPolicy, ThrottlePolicy
+from tests.fakes.ecs import EcsEmulator
+from tests.fakes.ecs.client import GENERAL_ERI, cloud_for, standard_world
+
+RECONCILES = 8
+ACTION = "DescribeNetworkInterfaces"
+RETRY = RetryPolicy(max_attempts=6, base_delay=0.2, max_delay=10.0)  # the production policy
+
+
+@pytest.fixture
+async def emu() -> AsyncIterator[EcsEmulator]:
+    async with EcsEmulator(standard_world()) as emulator:
+        yield emulator
+
+
+def arrivals(emu: EcsEmulator, action: str) -> list[tuple[float, str]]:
+    return [(r.at, r.code) for r in emu.faults.log if r.action == action]
+
+
+async def test_a_throttled_api_rests_for_every_caller_then_is_probed_once(emu) -> None:
+    ids = [emu.world.add_instance(GENERAL_ERI.name).id for _ in range(RECONCILES)]
+    cloud = cloud_for(emu, retry=RETRY, throttle=ThrottlePolicy())
+    emu.faults.throttle(ACTION, times=RECONCILES)  # every reconcile's first call is refused
+
+    listed = await asyncio.gather(*(cloud.list_enis(i) for i in ids))
+
+    assert [len(enis) for enis in listed] == [1] * RECONCILES  # each found its primary ENI
+    calls = arrivals(emu, ACTION)
+    refused = [at for at, code in calls if code == "Throttling.User"]
+    assert len(refused) == RECONCILES
+    first_refusal, later = refused[0], [at for at, code in calls if not code]
+    # No call within the first half-second of the cool-down (the jittered minimum)...
+    assert min(later) - first_refusal >= 0.45, [round(t - first_refusal, 2) for t in later]
+    # ...then one probe; the others follow only once it has been answered.
+    probe, *rest = sorted(later)
+    assert all(at > probe for at in rest)
+    assert cloud.throttle.cooling(ACTION) == 0
+
+
+async def test_repeated_throttles_lengthen_the_rest_and_a_success_ends_it(emu) -> None:
+    record = emu.world.add_instance(GENERAL_ERI.name)
+    policy = ThrottlePolicy(initial=0.2, maximum=5.0, probe_interval=0.05)
+    quick = RetryPolicy(max_attempts=6, base_delay=0.001, max_delay=0.01)  # for 5xx, not these
+    cloud = cloud_for(emu, retry=quick, throttle=policy)
+    emu.faults.throttle(ACTION, times=3)
+
+    await cloud.list_enis(record.id)
+
+    times = [at for at, _ in arrivals(emu, ACTION)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    # rests of [0.1, 0.2], [0.2, 0.4], [0.4, 0.8] s: each throttle doubles the ceiling
+    bounds = [(0.1, 0.2), (0.2, 0.4), (0.4, 0.8)]
+    assert all(low <= gap <= high + 0.1 for gap, (low, high) in zip(gaps, bounds, strict=True))
+    assert sum(cloud.stats.retries.values()) == 3
+
+    start = len(emu.faults.log)
+    emu.faults.throttle(ACTION, times=1)
+    await cloud.list_enis(record.id)  # after the success the ladder starts again at the bottom
+    (first, second) = [r.at for r in emu.faults.log[start:]]
+    assert 0.1 <= second - first <= 0.3
+
+
+async def test_a_throttle_of_one_api_does_not_hold_the_others(emu) -> None:
+    record = emu.world.add_instance(GENERAL_ERI.name)
+    cloud = cloud_for(emu, retry=RETRY, throttle=ThrottlePolicy())
+    emu.faults.throttle(ACTION, times=1)
+    listing = asyncio.create_task(cloud.list_enis(record.id))
+    await asyncio.sleep(0.1)  # the list call was refused and now rests
+
+    assert cloud.throttle.cooling(ACTION) > 0.3
+    found = await asyncio.wait_for(cloud.find_instance(instance_id=record.id), 0.3)
+    assert found is not None and found.id == record.id
+    assert not listing.done()
+    await listing
