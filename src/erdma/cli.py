@@ -19,6 +19,7 @@ COMMANDS = {
     "devices": "erdma.tools.devices:devices_command",
     "docker": "erdma.tools.docker:docker_group",
     "doctor": "erdma.tools.doctor:doctor_command",
+    "drop-finalizers": "erdma.tools.finalizers:drop_finalizers_command",
     "sim": "erdma.tools.sim:sim_command",
     "smc": "erdma.tools.smc:smc_group",
     "smcr-init": "erdma.tools.smcr_init:smcr_init_command",

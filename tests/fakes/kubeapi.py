@@ -16,6 +16,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -38,7 +39,7 @@ def start_script() -> Path:
     return shared_dir() / "tools" / "kube-testserver" / "start.sh"
 
 
-def _free_port(pair: bool = False) -> int:
+def free_port(pair: bool = False) -> int:
     """A loopback port that is free now (and, with ``pair``, so is the next one, for etcd)."""
     for _ in range(100):
         with socket.socket() as s:
@@ -78,8 +79,21 @@ class KubeApiServer:
         return f"https://127.0.0.1:{self.port}"
 
     @classmethod
-    def start(cls, timeout: float = 60.0) -> KubeApiServer:
-        """Start etcd and the server; raises ``KubeApiUnavailable`` naming what is missing."""
+    def start(
+        cls,
+        timeout: float = 60.0,
+        service_endpoints: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
+    ) -> KubeApiServer:
+        """Start etcd and the server; raises ``KubeApiUnavailable`` naming what is missing.
+
+        ``service_endpoints`` maps ``NAMESPACE/NAME`` of a webhook's Service to the local
+        ``HOST:PORT`` that serves it: the server cannot resolve cluster DNS, and admission
+        webhooks given by ``clientConfig.service`` (as the chart's are) are called there, with
+        the Service's name still checked against the certificate. ``args`` are extra server
+        flags, e.g. ``--runtime-config=admissionregistration.k8s.io/v1=false`` for a cluster
+        that does not serve a group.
+        """
         script = start_script()
         if not script.is_file():
             raise KubeApiUnavailable(
@@ -94,14 +108,18 @@ class KubeApiServer:
             if not shutil.which(tool):
                 raise KubeApiUnavailable(f"{tool} is not installed; kube-testserver needs it")
         state = Path(tempfile.mkdtemp(prefix="erdma-kubeapi-"))
-        port = _free_port()
+        port = free_port()
         env = dict(
             os.environ,
             KUBE_TESTSERVER_PORT=str(port),
-            KUBE_TESTSERVER_ETCD_PORT=str(_free_port(pair=True)),
+            KUBE_TESTSERVER_ETCD_PORT=str(free_port(pair=True)),
             KUBE_TESTSERVER_TIMEOUT=str(int(timeout)),
             KUBE_TESTSERVER_CACHE=_cache_dir(),
             ETCD_BIN=etcd,
+            KUBE_TESTSERVER_ARGS=" ".join([os.environ.get("KUBE_TESTSERVER_ARGS", ""), *args]),
+            KUBE_TESTSERVER_SERVICE_ENDPOINTS=" ".join(
+                f"{service}={address}" for service, address in (service_endpoints or {}).items()
+            ),
         )
         with open(state / "start.log", "w") as log:
             proc = subprocess.Popen(

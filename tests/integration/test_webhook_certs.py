@@ -32,12 +32,10 @@ from erdma.controller import webhook_certs as wc
 from erdma.webhook import hostnetwork
 from erdma.webhook.hostnetwork import HostNetworkRdmaValidator
 from erdma.webhook.server import start_webhook
+from tests.fakes.kubeapi import KubeApiServer, KubeApiUnavailable
 from tests.integration.webhook_config_support import webhook_config
 
-pytest_plugins = [
-    "tests.integration.conftest_kubeapi",
-    "tests.integration.webhook_config_support",
-]
+pytest_plugins = ["tests.integration.conftest_kubeapi"]
 
 NS = "kube-system"
 W = TypeVar("W", MutatingWebhookConfiguration, ValidatingWebhookConfiguration)
@@ -281,8 +279,8 @@ async def test_api_refusal_is_named(k8s, settings):
 
 
 # --- caBundle patching where the kinds exist -------------------------------------------------
-async def test_ca_bundle_set_where_it_differs_and_left_alone_after(webhook_api, settings):
-    client = AsyncClient(KubeConfig.from_file(webhook_api.kubeconfig))
+async def test_ca_bundle_set_where_it_differs_and_left_alone_after(kube_api, settings):
+    client = AsyncClient(KubeConfig.from_file(kube_api.kubeconfig))
     try:
         await client.create(
             webhook_config(
@@ -312,9 +310,9 @@ async def test_ca_bundle_set_where_it_differs_and_left_alone_after(webhook_api, 
         await client.close()
 
 
-async def test_configuration_created_later_gets_the_ca_bundle(webhook_api, settings, caplog):
+async def test_configuration_created_later_gets_the_ca_bundle(kube_api, settings, caplog):
     caplog.set_level("INFO", logger=wc.__name__)
-    client = AsyncClient(KubeConfig.from_file(webhook_api.kubeconfig))
+    client = AsyncClient(KubeConfig.from_file(kube_api.kubeconfig))
     try:
         result = await wc.setup_webhook_certs(client, settings)
         assert {s.state for s in result.ca_bundle} == {wc.CA_NOT_FOUND}
@@ -337,3 +335,31 @@ async def test_configuration_created_later_gets_the_ca_bundle(webhook_api, setti
     assert patched == [
         f"ValidatingWebhookConfiguration {settings.name!r}: caBundle set: 1 webhook(s)"
     ]
+
+
+async def test_kinds_a_cluster_does_not_serve_are_named_and_no_longer_asked_for(settings, caplog):
+    """A cluster with admissionregistration.k8s.io switched off (as kube-apiserver's
+    --runtime-config does): both kinds are reported as not served, startup carries on, and the
+    maintenance rounds stop asking for them."""
+    caplog.set_level("INFO", logger=wc.__name__)
+    try:
+        server = KubeApiServer.start(
+            args=["--runtime-config=admissionregistration.k8s.io/v1=false"]
+        )
+    except KubeApiUnavailable as exc:
+        pytest.skip(f"real Kubernetes API server unavailable: {exc}")
+    with server:
+        client = AsyncClient(KubeConfig.from_file(server.kubeconfig))
+        try:
+            result = await wc.setup_webhook_certs(client, settings)
+            keeper = wc.CaBundleKeeper(client, settings.name, result.ca_bundle)
+        finally:
+            await client.close()
+    assert keeper.kinds == []
+    assert {s.kind: s.state for s in result.ca_bundle} == dict.fromkeys(
+        (k.__name__ for k in wc.WEBHOOK_KINDS), wc.CA_NOT_SERVED
+    )
+    assert str(result.ca_bundle[1]) == (
+        f"ValidatingWebhookConfiguration {settings.name!r}: "
+        "not found: this API server does not serve ValidatingWebhookConfiguration"
+    )

@@ -33,10 +33,7 @@ from erdma.webhook.hostnetwork import HostNetworkRdmaValidator
 from erdma.webhook.server import WebhookServer, start_webhook
 from tests.integration.webhook_config_support import webhook_config
 
-pytest_plugins = [
-    "tests.integration.conftest_kubeapi",
-    "tests.integration.webhook_config_support",
-]
+pytest_plugins = ["tests.integration.conftest_kubeapi"]
 
 NS = "kube-system"
 HOUR = 3600.0
@@ -236,12 +233,12 @@ async def test_mismatched_files_keep_the_served_certificate(k8s, settings):
         await server.stop()
 
 
-# --- caBundle where the kinds exist (stand-in CRDs from webhook_config_support) ----------
+# --- caBundle where the configurations exist (the built-in kinds) ---------------------------
 
 
-async def test_replica_follows_a_peer_rotation_and_leaves_its_ca_bundle(webhook_api, tmp_path):
+async def test_replica_follows_a_peer_rotation_and_leaves_its_ca_bundle(kube_api, tmp_path):
     """Before, a replica re-patched its own CA every minute, undoing the peer's caBundle."""
-    client = AsyncClient(KubeConfig.from_file(webhook_api.kubeconfig))
+    client = AsyncClient(KubeConfig.from_file(kube_api.kubeconfig))
     s = wc.WebhookCertSettings(f"erdma-{uuid.uuid4().hex[:8]}", NS, tmp_path / "certs")
     hook = webhook_config(ValidatingWebhookConfiguration, s.name, [("rdma.example.com", None)])
     server = None

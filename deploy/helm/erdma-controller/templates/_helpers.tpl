@@ -20,17 +20,29 @@
 
 {{/* Labels on every object; "component" tells the programs apart. */}}
 {{- define "erdma.labels" -}}
-app.kubernetes.io/name: {{ include "erdma.fullname" .root }}
-app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{ include "erdma.podLabels" . }}
 app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
-app.kubernetes.io/component: {{ .component }}
 helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- end -}}
 
+{{/* The reference chart's app.kubernetes.io/name (its chart name, or the top-level
+     nameOverride): part of every selector below. */}}
+{{- define "erdma.appName" -}}
+{{- .Values.nameOverride | default "alibabacloud-erdma-controller" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selectors are immutable, so they are exactly the reference chart's (name, instance, tier):
+     `helm upgrade` of a release installed from that chart is accepted (docs/migration.md). */}}
 {{- define "erdma.selector" -}}
-app.kubernetes.io/name: {{ include "erdma.fullname" .root }}
+app.kubernetes.io/name: {{ include "erdma.appName" .root }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
+tier: {{ .component }}
+{{- end -}}
+
+{{/* Pod labels: the selector's, plus the component in the recommended key. */}}
+{{- define "erdma.podLabels" -}}
+{{ include "erdma.selector" . }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 

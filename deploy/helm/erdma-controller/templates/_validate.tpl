@@ -4,6 +4,7 @@
 {{- if and $c.localERIDiscovery $c.enableWebhook -}}
 {{- fail "config.enableWebhook=true needs the controller, which Local mode (config.localERIDiscovery=true) does not run: set config.enableWebhook=false" -}}
 {{- end -}}
+{{- include "erdma.validateImages" . -}}
 {{- include "erdma.validateSmcr" . -}}
 {{- include "erdma.validateCredentials" . -}}
 {{- if and .Values.metrics.serviceMonitor.enabled (eq (int .Values.agent.metrics.port) 0) -}}
@@ -53,5 +54,22 @@
 {{- if and (eq $type "ram_role_sts") (ne .Release.Namespace "kube-system") -}}
 {{- fail (printf "credentials.type=\"ram_role_sts\" reads Secret addon.network.token, which ACK keeps in kube-system, and a pod mounts Secrets of its own namespace only: install the release in kube-system (not %q), or use credentials.type=oidc_role_arn (RRSA)" .Release.Namespace) -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The reference chart's images run other programs with other flags: a values file carried
+     over from it must name this chart's image (docs/migration.md). */}}
+{{- define "erdma.validateImages" -}}
+{{- $agent := .Values.agent.image.repository | default "" -}}
+{{- if regexMatch "^registry[-a-z0-9.]*\\.aliyuncs\\.com/erdma/agent$" $agent -}}
+{{- fail (printf "agent.image.repository=%s is the reference chart's agent image, which does not run this chart's programs: set agent.image.repository to this chart's image (default docker.io/erdma-k8s/erdma) or remove the key from your values file" $agent) -}}
+{{- end -}}
+{{- $controller := (.Values.controller.image | default dict).repository | default "" -}}
+{{- if regexMatch "^registry[-a-z0-9.]*\\.aliyuncs\\.com/erdma/controller$" $controller -}}
+{{- fail (printf "controller.image.repository=%s is the reference chart's controller image, which does not run this chart's programs: set controller.image.repository=\"\" (the controller runs the agent's image) or remove the key from your values file" $controller) -}}
+{{- end -}}
+{{- $init := .Values.config.smcInitImage | default "" -}}
+{{- if regexMatch "^registry[-a-z0-9.]*\\.aliyuncs\\.com/erdma/smcr_init([:@].*)?$" $init -}}
+{{- fail (printf "config.smcInitImage=%s is the reference chart's smcr-init image, which does not hold `erdma smcr-init`: set config.smcInitImage=\"\" (the agent's image) or remove the key" $init) -}}
 {{- end -}}
 {{- end -}}

@@ -1,0 +1,45 @@
+"""Start the programs' configuration parsing on a rendered chart, as the pods would at start:
+the container's arguments, the mounted ConfigMap file and, for the controller, credential.json
+(RRSA's environment is what ACK's pod identity webhook injects)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from erdma.agent.config import AgentConfig, build_config
+from erdma.agent.main import agent_command
+from erdma.controller.config import ControllerConfig, load_config
+from erdma.controller.credentials import CredentialSettings, build_credential_client
+from erdma.controller.main import controller_command
+from tests.helm_support import Rendered
+from tests.integration.helm_cases import CONTROLLER
+
+RRSA_ENV = {
+    "ALIBABA_CLOUD_ROLE_ARN": "acs:ram::1:role/erdma",
+    "ALIBABA_CLOUD_OIDC_PROVIDER_ARN": "acs:ram::1:oidc-provider/ack",
+    "ALIBABA_CLOUD_OIDC_TOKEN_FILE": "/var/run/secrets/ack/token",
+}
+
+
+def agent_loads(out: Rendered, name: str, tmp_path: Path) -> AgentConfig:
+    """`erdma agent` with the DaemonSet's arguments and the mounted ConfigMap file."""
+    container = out.container("DaemonSet", name)
+    args = [str(a) for a in container["args"][1:]]
+    ctx = agent_command.make_context("agent", args)
+    mounted = tmp_path / f"{name}.yaml"
+    mounted.write_text(out.config_file(name, Path(ctx.params.pop("config_file")).name))
+    return build_config(mounted, environ={"NODE_NAME": "node-a"}, flags=ctx.params)
+
+
+def controller_loads(out: Rendered, tmp_path: Path) -> ControllerConfig:
+    """`erdma controller` with the Deployment's arguments, config.json and credential.json."""
+    args = [str(a) for a in out.container("Deployment", CONTROLLER)["args"][1:]]
+    ctx = controller_command.make_context("controller", args)
+    config = tmp_path / "config.json"
+    config.write_text(out.config_file(CONTROLLER, Path(ctx.params["config_path"]).name))
+    credential = tmp_path / "credential.json"
+    key = Path(ctx.params["credential_path"]).name
+    credential.write_text(json.dumps(out.secret_json(f"{CONTROLLER}-credential", key)))
+    build_credential_client(CredentialSettings.from_file(credential), env=RRSA_ENV)
+    return load_config(config)
