@@ -26,7 +26,7 @@ from multiprocessing.connection import Connection
 from erdma.controller.cloud import CloudError, Instance, InstanceTypeCaps
 from erdma.controller.ecs import EcsCloud
 from erdma.controller.eri import ensure_eris
-from erdma.controller.ratelimit import RetryPolicy
+from erdma.controller.ratelimit import RetryPolicy, ThrottlePolicy
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, cloud_for, standard_world
 
@@ -131,6 +131,7 @@ async def run(args: argparse.Namespace) -> None:
             burst=max(1.0, args.rate * args.client_share / 10),
             timeout_seconds=10.0,
             retry=RETRY,
+            throttle=ThrottlePolicy(),  # production cool-downs, not the tests' fast ones
         )
         gate = asyncio.Semaphore(args.workers)
         started = time.monotonic()

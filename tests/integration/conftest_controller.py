@@ -14,11 +14,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 from lightkube import AsyncClient, KubeConfig
-from lightkube.resources.core_v1 import Node
 
-from erdma.kube.client import KubeApi
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import standard_world
+from tests.integration.controller_rig import clear_cluster
 
 
 @pytest.fixture
@@ -31,11 +30,5 @@ def emu():
 async def k8s(kube_api) -> AsyncIterator[AsyncClient]:
     client = AsyncClient(KubeConfig.from_file(kube_api.kubeconfig))
     yield client
-    kube = KubeApi(client)
-    async for node in client.list(Node):
-        assert node.metadata is not None and node.metadata.name is not None
-        await client.delete(Node, node.metadata.name)
-    for obj in await kube.list_devices():
-        await kube.drop_finalizer(obj)
-        await kube.delete_device(obj["metadata"]["name"])
+    await clear_cluster(client)
     await client.close()
