@@ -128,10 +128,18 @@ def spec_body(devices: Iterable[DeviceInfo], jumbo_frame: bool) -> dict[str, Any
 
 
 def status_body(statuses: Iterable[DeviceStatus]) -> dict[str, Any]:
-    """``status`` for the given entries, with the ``ready`` summary shown by kubectl."""
+    """``status`` for the given entries, with the summaries shown by ``kubectl get``.
+
+    ``deviceIDs`` repeats the ids as one string because a printer column shows only the first
+    value of an array: ``.spec.devices[*].id`` would show one ERI of a two-card node.
+    """
     entries = sorted(statuses, key=lambda s: s.id)
     ready = sum(1 for s in entries if s.status == READY)
-    return {"devices": [s.to_dict() for s in entries], "ready": f"{ready}/{len(entries)}"}
+    return {
+        "devices": [s.to_dict() for s in entries],
+        "deviceIDs": ",".join(s.id for s in entries),
+        "ready": f"{ready}/{len(entries)}",
+    }
 
 
 def parse(obj: Mapping[str, Any]) -> ERdmaDevice:
