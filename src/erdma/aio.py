@@ -93,12 +93,15 @@ async def retry_until_done(
     log: logging.Logger,
     backoff: Backoff | None = None,
 ) -> T:
-    """Run `step` until it succeeds, logging each failure and waiting a `Backoff` step.
+    """Run `step` until it succeeds, logging a failure and waiting a `Backoff` step.
 
     For one-shot setup whose inputs appear late (metadata of a just-attached ERI, a netdev not
-    yet created): a transient failure is logged and tried again, never fatal.
+    yet created): a transient failure is logged and tried again, never fatal. A failure like
+    the one before it is not logged again, so a port that stays busy logs one line, not one
+    a minute.
     """
     backoff = backoff or Backoff(initial=1.0, maximum=60.0)
+    last = ""
     while True:
         try:
             return await step()
@@ -106,10 +109,10 @@ async def retry_until_done(
             raise
         except Exception as exc:
             delay = backoff.next_delay()
-            log.warning(
-                f"{what} failed; retrying in {delay:.2g}s",
-                extra={"error": f"{type(exc).__name__}: {exc}"},
-            )
+            error = f"{type(exc).__name__}: {exc}"
+            if error != last:
+                log.warning(f"{what} failed; retrying in {delay:.2g}s", extra={"error": error})
+            last = error
         await asyncio.sleep(delay)
 
 

@@ -6,16 +6,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 
-def _run(program: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run(
+    program: str, *args: str, cwd: Path, prefix: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ERDMA_")}
     env.pop("NODE_NAME", None)
     return subprocess.run(
-        [sys.executable, "-m", "erdma", program, *args],
+        [*prefix, sys.executable, "-m", "erdma", program, *args],
         capture_output=True,
         text=True,
         timeout=20,
@@ -25,12 +28,14 @@ def _run(program: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str
     )
 
 
-def agent(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def agent(
+    tmp_path: Path, *args: str, prefix: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
     base: tuple[str, ...] = ("--metrics-port", "0", "--host-root", str(tmp_path))
     base += ("--resources", "aliyun/erdma")
     if "--kubelet-dir" not in args:
         base += ("--kubelet-dir", str(tmp_path / "kubelet"))
-    return _run("agent", *base, *args, cwd=tmp_path)
+    return _run("agent", *base, *args, cwd=tmp_path, prefix=prefix)
 
 
 def refused(result: subprocess.CompletedProcess[str], *needles: str) -> str:

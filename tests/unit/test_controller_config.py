@@ -108,6 +108,6 @@ def test_cli_refuses_to_start_with_a_bad_config(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"nodeSelector": {"pool": "gpu"}, "ecsProtocol": "FTP"}))
     result = CliRunner().invoke(controller_command, ["--config-path", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"{path}: key 'ecsProtocol': value 'FTP' is invalid" in result.output
     assert "'HTTPS' or 'HTTP'" in result.output

@@ -43,8 +43,7 @@ def load_file(path: Path) -> dict[str, Any]:
     try:
         data = _load_yaml(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
     except (yaml.YAMLError, json.JSONDecodeError, RecursionError) as exc:
-        detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise ConfigError(f"config file {path}: not valid {kind}: {detail}") from None
+        raise ConfigError(f"config file {path}: not valid {kind}: {_problem(exc)}") from None
     except _TooLarge as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
     if data is None:
@@ -52,6 +51,16 @@ def load_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: expected a mapping, got {type(data).__name__}")
     return data
+
+
+def _problem(exc: Exception) -> str:
+    """What is wrong, on one line: PyYAML's own message spans several, with a caret drawing."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark, context = exc.problem_mark, f"{exc.context}: " if exc.context else ""
+        return f"{context}{exc.problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(exc).split())
 
 
 class _TooLarge(Exception):

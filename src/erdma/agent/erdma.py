@@ -80,6 +80,7 @@ class ErdmaPlugin(ResourcePlugin):
         self._ids: frozenset[str] = frozenset()
         self._notes: dict[str, tuple[str, ...]] = {}
         self._refusal = ""
+        self._unlisted: dict[str, str] = {}  # device -> why it is not advertised
 
     # -- device list ---------------------------------------------------------------------
     def update(self, snapshot: DeviceSnapshot) -> bool:
@@ -117,15 +118,19 @@ class ErdmaPlugin(ResourcePlugin):
 
     def _build_list(self) -> list[PluginDevice]:
         devices: list[PluginDevice] = []
+        unlisted: dict[str, str] = {}
         for name, device in sorted(self._exposed.items()):
             try:
                 ids = slot_ids(name, self.policy.slots_per_device)
             except ValueError as exc:
-                log.warning("device not advertised", extra={"device": name, "reason": str(exc)})
+                unlisted[name] = str(exc)
+                if self._unlisted.get(name) != str(exc):  # once per change, not every rescan
+                    log.warning("device not advertised", extra={"device": name, "reason": str(exc)})
                 continue
             healthy = self._health[name][0]
             numa = () if device.numa_node is None else (device.numa_node,)
             devices.extend(PluginDevice(i, healthy, numa) for i in ids)
+        self._unlisted = unlisted
         return devices
 
     def _log_changes(

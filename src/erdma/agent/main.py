@@ -20,8 +20,31 @@ from erdma.logs import setup_json_logging
 log = logging.getLogger(__name__)
 
 
-@click.command("agent")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), help="YAML/JSON file.")
+class _OneLineErrors(click.Command):
+    """A bad flag is reported like every other start-up error: one line and exit code 2, not
+    a usage banner (a DaemonSet's log then shows the reason on its own)."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            click.echo(f"erdma agent: {exc.format_message()}", err=True)
+            sys.exit(2)
+
+
+@click.command("agent", cls=_OneLineErrors)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path, readable=False),  # read (and refused) with its reason
+    help="YAML/JSON file.",
+)
 @settings.cli_options(AgentConfig, ENV_PREFIX)
 def agent_command(config_file: Path | None, **flags: Any) -> None:
     """Run the node agent: device plugins for kubelet, health, node preparation."""

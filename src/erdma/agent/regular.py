@@ -53,6 +53,16 @@ def describe_progress(dev: crd.ERdmaDevice) -> str:
     return f"{ready}/{len(dev.devices)} Ready" + (f"; {'; '.join(waiting)}" if waiting else "")
 
 
+def _watch_failed(node_name: str, exc: Exception, last: str) -> str:
+    """Log a failed watch unless it failed the same way the last time (an API outage would
+    otherwise log at every retry); returns the failure to compare the next one with."""
+    failure = f"{type(exc).__name__}: {exc}"
+    if failure != last:
+        log.warning("watching ERdmaDevice %s failed (%s); retrying, logged again if the error "
+                    "changes", node_name, exc)  # fmt: skip
+    return failure
+
+
 async def wait_for_devices(
     kube: KubeApi, node_name: str, backoff: Backoff | None = None
 ) -> crd.ERdmaDevice:
@@ -62,12 +72,13 @@ async def wait_for_devices(
     first (an API server answers 429 while its watch cache for a new CRD warms up), then at a
     `Backoff` pace up to 5 s; the function returns only with a Ready object (cancel to give up).
     """
-    last = ""
+    last = failure = ""
     backoff = backoff or Backoff(initial=0.25, maximum=5.0)
     log.info("waiting for ERdmaDevice %s to be created and Ready", node_name)
     while True:
         try:
             async for kind, obj in kube.watch_device(node_name):
+                failure = ""
                 if kind == "DELETED":
                     log.info("ERdmaDevice %s was deleted; waiting for it to come back", node_name)
                     continue
@@ -84,7 +95,7 @@ async def wait_for_devices(
                     log.info("ERdmaDevice %s: %s", node_name, progress)
                     last = progress
         except (ApiError, httpx.HTTPError, OSError) as exc:
-            log.warning("watching ERdmaDevice %s failed (%s); retrying", node_name, exc)
+            failure = _watch_failed(node_name, exc, failure)
         await asyncio.sleep(backoff.next_delay())
 
 
@@ -149,12 +160,13 @@ class _Latest:
 
 async def _watch_into(kube: KubeApi, node_name: str, latest: _Latest, backoff: Backoff) -> None:
     """Feed every state of ERdmaDevice ``node_name`` into ``latest``, re-watching forever."""
-    last = ""
+    last = failure = ""
     log.info("watching ERdmaDevice %s; its Ready devices are exposed", node_name)
     while True:
         try:
             async for kind, obj in kube.watch_device(node_name):
                 backoff.reset()
+                failure = ""
                 if kind == "DELETED":
                     log.info("ERdmaDevice %s was deleted; nothing is exposed", node_name)
                     last = ""
@@ -171,7 +183,7 @@ async def _watch_into(kube: KubeApi, node_name: str, latest: _Latest, backoff: B
                     last = progress
                 latest.put(dev)
         except (ApiError, httpx.HTTPError, OSError) as exc:
-            log.warning("watching ERdmaDevice %s failed (%s); retrying", node_name, exc)
+            failure = _watch_failed(node_name, exc, failure)
         await asyncio.sleep(backoff.next_delay())
 
 
@@ -187,6 +199,7 @@ class RegularExposure:
         self.jumbo_mtu = jumbo_mtu
         self.exposed: frozenset[str] | None = None
         self._up: set[tuple[str, int | None]] = set()
+        self._failing: dict[str, str] = {}  # MAC -> the bring-up error last logged for it
 
     async def apply(self, dev: crd.ERdmaDevice | None) -> bool:
         """Expose ``dev``'s Ready devices; False when one of them has to be tried again."""
@@ -200,15 +213,20 @@ class RegularExposure:
                 try:
                     result = await self.bring_up(d, mtu)
                 except (MetadataError, NetdevError, httpx.HTTPError, OSError) as exc:
-                    log.warning("%s (%s) is Ready but its netdev is not up yet (%s); "
-                                "not exposed, retrying", d.id, d.mac, exc)  # fmt: skip
+                    if self._failing.get(key[0]) != str(exc):  # once per error, not per retry
+                        log.warning("%s (%s) is Ready but its netdev is not up yet (%s); "
+                                    "not exposed, retrying", d.id, d.mac, exc)  # fmt: skip
+                    self._failing[key[0]] = str(exc)
                     complete = False
                     continue
                 log.info("netdev %s: %s", result.ifname, result.action)
                 self._up.add(key)
+                self._failing.pop(key[0], None)
             macs.add(d.mac.lower())
-        # a device that leaves Ready gets its netdev checked again when it comes back
-        self._up &= {(d.mac.lower(), mtu) for d in ready}
+        # a device that leaves Ready gets its netdev checked (and a failure logged) again
+        ready_macs = {d.mac.lower() for d in ready}
+        self._up = {(mac, m) for mac, m in self._up if mac in ready_macs and m == mtu}
+        self._failing = {m: e for m, e in self._failing.items() if m in ready_macs}
         chosen = frozenset(macs)
         if chosen != self.exposed:
             self.exposed = chosen

@@ -58,6 +58,8 @@ class Agent:
         timing: Timing | None = None,
         runner: Runner | None = None,
     ) -> None:
+        if config.dra.enabled and not config.node_name:  # refused before anything is logged
+            raise ConfigError("dra.enabled needs the node name (NODE_NAME or --node-name)")
         self.config = config
         self.events = NodeEvents(config.node_name, config.kubeconfig or None)
         self._health_seen: dict[str, bool] = {}
@@ -65,6 +67,7 @@ class Agent:
         self.registry = registry or CollectorRegistry()
         self.metrics = AgentMetrics(self.registry)
         self._cdi_spec: dict[str, object] | None = None
+        self._problems: dict[str, str] = {}  # what a retried step last logged, by step
         self._overlap = ""
         self.exposure = self._exposure()
         self.snapshot = scan(config.host_root)
@@ -141,8 +144,6 @@ class Agent:
 
     def _dra_driver(self) -> DraDriver:
         """The DRA front end on the same snapshot, health rule and NCCL env as the plugins."""
-        if not self.config.node_name:
-            raise ConfigError("dra.enabled needs the node name (NODE_NAME or --node-name)")
         return DraDriver(
             self.config.dra,
             node_name=self.config.node_name,
@@ -192,11 +193,13 @@ class Agent:
         if spec != self._cdi_spec:
             try:
                 path = write_spec(spec, self.config.cdi_spec_dir)
-            except OSError as exc:  # retried on the next rescan; the devices stay served
+            except OSError as exc:  # retried on the next rescan, logged once per error
                 where = {"dir": str(self.config.cdi_spec_dir), "error": str(exc)}
-                log.error("cannot write the CDI spec: CDI names will not resolve", extra=where)
+                if self._problems.get("cdi") != str(exc):
+                    log.error("cannot write the CDI spec: CDI names will not resolve", extra=where)
+                self._problems["cdi"] = str(exc)
                 return
-            self._cdi_spec = spec
+            self._cdi_spec, self._problems["cdi"] = spec, ""
             log.info("CDI spec written", extra={"path": str(path)})
 
     def _exposure(self) -> Exposure:
@@ -246,10 +249,12 @@ class Agent:
             return
         try:
             await ensure_host_pnet(default_backend(self.runner), devices, self.config.host_root)
-            self._pnet_devices = key
-        except (SmcUnavailable, PnetError, OSError) as exc:
-            log.warning("host SMC pnet table not set up: SMC-R in pods will fall back to TCP",
-                        extra={"reason": str(exc)})  # fmt: skip
+            self._pnet_devices, self._problems["pnet"] = key, ""
+        except (SmcUnavailable, PnetError, OSError) as exc:  # retried each rescan, logged once
+            if self._problems.get("pnet") != str(exc):
+                log.warning("host SMC pnet table not set up: SMC-R in pods will fall back to TCP",
+                            extra={"reason": str(exc)})  # fmt: skip
+            self._problems["pnet"] = str(exc)
 
     async def _prepare_node(self) -> None:
         """Load erdma in the chosen mode (retried with backoff while the driver is missing),
@@ -361,6 +366,8 @@ class Agent:
             SupervisedTask("rescan", self._rescan_forever),
             SupervisedTask("node events", self.events.post_forever, forever=self.events.possible),
         ]
+        if self.config.metrics_port:  # a port in use is never fatal: the plugins serve on
+            tasks.append(SupervisedTask("metrics", self._serve_metrics, forever=False))
         if self.config.prepare_node:
             tasks.append(SupervisedTask("prepare node", self._prepare_node, forever=False))
         if ERDMA_RESOURCE in self.config.resources:
@@ -370,28 +377,17 @@ class Agent:
                 tasks.append(SupervisedTask("instance id", self._local_instance_id, forever=False))
         return tasks
 
+    async def _serve_metrics(self) -> None:
+        port = self.config.metrics_port
+
+        async def serve() -> None:
+            start_http_server(port, registry=self.registry)
+            log.info("metrics served", extra={"port": port})
+
+        what = f"serving the metrics port {port} (the device plugins serve meanwhile)"
+        await retry_until_done(what, serve, log)
+
     async def run(self, stop: asyncio.Event) -> None:
-        if self.config.metrics_port:
-            # a port in use is never fatal: the device plugins serve on, metrics come later
-            port = self.config.metrics_port
-
-            async def serve_metrics() -> None:
-                start_http_server(port, registry=self.registry)
-                log.info("metrics served", extra={"port": port})
-
-            try:
-                await serve_metrics()
-            except OSError as exc:
-                log.warning(
-                    "metrics port %d unavailable (%s); retrying in the background, the device "
-                    "plugins serve meanwhile", port, exc.strerror or exc, extra={"port": port},
-                )  # fmt: skip
-                if all(t.name != "metrics" for t in self.supervisor.tasks):
-                    what = f"serving metrics on port {port}"
-                    self.supervisor.tasks.append(SupervisedTask(
-                        "metrics", lambda: retry_until_done(what, serve_metrics, log),
-                        forever=False))  # fmt: skip
-                    self.supervisor.restarts["metrics"] = 0
         async with contextlib.AsyncExitStack() as services:
             await services.enter_async_context(self.manager)
             if self.dra is not None:

@@ -208,13 +208,17 @@ def load_config(path: str | Path) -> ControllerConfig:
     """Read and validate ``config.json``."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read the controller config: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not UTF-8 text (byte offset {exc.start})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{p}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: not valid JSON: nested too deeply") from None
     return parse_config(data, str(p))
 
 

@@ -71,6 +71,9 @@ class PluginRunner:
         self._registered_with: tuple[int, int] | None = None
         self._log_extra = {"resource": plugin.resource_name}
         self._left_out: list[tuple[str, str]] = []
+        #: the serve or register failure last logged; the same one again is not (a kubelet
+        #: away for an hour would otherwise log at every backoff step)
+        self._last_failure = ""
 
     @property
     def socket_path(self) -> Path | None:
@@ -175,9 +178,16 @@ class PluginRunner:
         try:
             await self._server.start()
         except OSError as err:
-            log.warning("cannot serve plugin socket", extra={**self._log_extra, "error": str(err)})
+            self._failed("cannot serve plugin socket", str(err))
             return False
         return True
+
+    def _failed(self, what: str, error: str) -> None:
+        """Log a failure of serving or registering when it differs from the last one."""
+        if error != self._last_failure:
+            retry = "with backoff, at once when kubelet restarts; logged again when it changes"
+            log.warning(what, extra={**self._log_extra, "error": error, "retrying": retry})
+        self._last_failure = error
 
     async def _register(self) -> bool:
         path = self._server.socket_path
@@ -193,8 +203,9 @@ class PluginRunner:
             )
         except RegistrationError as err:
             self._metrics.registrations.labels(self.plugin.resource_name, "error").inc()
-            log.warning("registration failed", extra={**self._log_extra, "error": str(err)})
+            self._failed("registration failed", str(err))
             return False
+        self._last_failure = ""
         self._metrics.registrations.labels(self.plugin.resource_name, "ok").inc()
         self.registrations += 1
         self._registered_with = kubelet

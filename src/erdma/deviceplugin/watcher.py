@@ -37,6 +37,11 @@ IN_IGNORED = 0x8000
 IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = os.O_CLOEXEC
 _WATCH_MASK = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF
+# the watched directory itself is gone: deleted or moved away
+_GONE = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED
+# the same seen from its parent, which is watched too: while something keeps the deleted
+# directory alive (an open lock directory inside it), the directory's own watch reports nothing
+_PARENT_MASK = IN_DELETE | IN_MOVED_FROM | IN_CREATE | IN_MOVED_TO
 _EVENT_HEADER = struct.Struct("iIII")
 
 
@@ -100,7 +105,10 @@ class InotifyWatcher(DirWatcher):
         self._libc = _Libc()
         self._rearm_interval = rearm_interval
         self._fd = -1
+        self._wd = -1  # the watch on the directory now at the path; older ones are ignored
+        self._parent_wd = -1
         self._rearm: asyncio.Task[None] | None = None
+        self._back = asyncio.Event()  # the directory was made again: re-arm without waiting
 
     def _check(self, result: int, what: str) -> int:
         if result < 0:
@@ -120,8 +128,11 @@ class InotifyWatcher(DirWatcher):
         asyncio.get_running_loop().add_reader(self._fd, self._on_readable)
 
     def _add_watch(self) -> None:
-        path = os.fsencode(self.directory)
-        self._check(self._libc.add_watch(self._fd, path, _WATCH_MASK), "inotify_add_watch")
+        """Watch the directory, and its parent for the directory being removed or moved."""
+        watch = self._libc.add_watch
+        path, parent = os.fsencode(self.directory), os.fsencode(self.directory.parent)
+        self._wd = self._check(watch(self._fd, path, _WATCH_MASK), "inotify_add_watch")
+        self._parent_wd = self._check(watch(self._fd, parent, _PARENT_MASK), "inotify_add_watch")
 
     def _on_readable(self) -> None:
         try:
@@ -130,25 +141,40 @@ class InotifyWatcher(DirWatcher):
             return
         offset = 0
         while offset + _EVENT_HEADER.size <= len(data):
-            _wd, mask, _cookie, length = _EVENT_HEADER.unpack_from(data, offset)
+            wd, mask, _cookie, length = _EVENT_HEADER.unpack_from(data, offset)
             raw = data[offset + _EVENT_HEADER.size : offset + _EVENT_HEADER.size + length]
             offset += _EVENT_HEADER.size + length
             name = os.fsdecode(raw.rstrip(b"\0"))
             if mask & IN_Q_OVERFLOW:
                 self._emit(DirEvent("rescan"))
+            elif wd == self._parent_wd:
+                if name != self.directory.name:
+                    continue
+                if not mask & (IN_CREATE | IN_MOVED_TO):
+                    self._vanished()
+                elif self._rearm is not None:
+                    self._back.set()
+            elif wd != self._wd:
+                continue  # a directory that was deleted or moved away earlier
             elif mask & (IN_CREATE | IN_MOVED_TO):
                 self._emit(DirEvent("created", name))
             elif mask & (IN_DELETE | IN_MOVED_FROM):
                 self._emit(DirEvent("deleted", name))
-            elif mask & IN_IGNORED and self._rearm is None:
-                log.warning("watched directory vanished", extra={"dir": str(self.directory)})
-                self._rearm = asyncio.get_running_loop().create_task(self._rearm_when_back())
+            elif mask & _GONE:
+                self._vanished()
+
+    def _vanished(self) -> None:
+        if self._rearm is None:
+            log.warning("watched directory vanished", extra={"dir": str(self.directory)})
+            self._rearm = asyncio.get_running_loop().create_task(self._rearm_when_back())
 
     async def _rearm_when_back(self) -> None:
         """The directory itself went away: watch it again once it exists, then rescan."""
         try:
             while True:
-                await asyncio.sleep(self._rearm_interval)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._back.wait(), self._rearm_interval)
+                self._back.clear()
                 try:
                     self._add_watch()
                 except OSError:

@@ -37,6 +37,14 @@ from erdma.host.sysfs import (
 MAX_NUMA_NODES = 1024
 NODE_TYPES = {1: "CA", 2: "SWITCH", 3: "ROUTER", 4: "RNIC", 5: "USNIC", 6: "USNIC_UDP"}
 _CHARDEV_NAME = re.compile(r"^(uverbs|umad|issm)\d+$")
+SHOWN_CHARS = 40  # of a bad value quoted in a note; notes are logged, and sysfs files can be huge
+
+
+def _quoted(text: str) -> str:
+    """A bad value for a note: whole when short, else its start and how much was read."""
+    if len(text) <= SHOWN_CHARS:
+        return repr(text)
+    return f"{text[:SHOWN_CHARS]!r}... ({len(text)} characters read)"
 
 
 def scan(root: str | os.PathLike[str] = "/") -> DeviceSnapshot:
@@ -85,7 +93,7 @@ def _read_device(
     guid_text = read_text(base / "node_guid")
     guid_bytes = guids.parse_guid(guid_text) if guid_text else None
     if guid_text is not None and guid_bytes is None:
-        notes.append(f"node_guid {guid_text!r} is not a GUID (expected xxxx:xxxx:xxxx:xxxx)")
+        notes.append(f"node_guid {_quoted(guid_text)} is not a GUID (expected xxxx:xxxx:xxxx:xxxx)")
     type_code, _ = read_code_label(base / "node_type")
     numa = _numa(pci / "numa_node", notes)
     netdev = _paired_netdev(host, base, guid_bytes, netdevs)
@@ -121,11 +129,11 @@ def _numa(path: Path, notes: list[str]) -> int | None:
     try:
         value = int(text)
     except ValueError:
-        notes.append(f"numa_node {text!r} is not a number; treated as no NUMA affinity")
+        notes.append(f"numa_node {_quoted(text)} is not a number; treated as no NUMA affinity")
         return None
     if value >= MAX_NUMA_NODES:
         notes.append(
-            f"numa_node {text!r} is beyond Linux's {MAX_NUMA_NODES} NUMA nodes; "
+            f"numa_node {_quoted(text)} is beyond Linux's {MAX_NUMA_NODES} NUMA nodes; "
             "treated as no NUMA affinity"
         )
         return None
