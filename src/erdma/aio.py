@@ -12,6 +12,7 @@ import asyncio
 import enum
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -226,3 +227,24 @@ class _Stopped(Exception):
 async def _raise_when_set(stop: asyncio.Event) -> None:
     await stop.wait()
     raise _Stopped
+
+
+class Heartbeat:
+    """A timestamp an event loop refreshes every ``interval``, read from another thread.
+
+    The health endpoints answer from a thread of their own, so they can tell a wedged loop (a
+    blocking call, a busy-looping task) from a live one: only a running loop keeps beating.
+    """
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self._last = time.monotonic()
+
+    def age(self) -> float:
+        """Seconds since the loop last beat."""
+        return time.monotonic() - self._last
+
+    async def beat_forever(self) -> None:
+        while True:
+            self._last = time.monotonic()
+            await asyncio.sleep(self.interval)

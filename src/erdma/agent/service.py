@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from erdma.agent.config import AgentConfig, ConfigError
 from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy, PreStartHook
@@ -24,10 +24,12 @@ from erdma.agent.health import device_health
 from erdma.agent.metrics import AgentMetrics
 from erdma.agent.nccl import nccl_env
 from erdma.agent.prepare import Problem, keep_preparing, prepare
+from erdma.agent.probes import Check, Probes, registered, serve
 from erdma.agent.regular import follow_devices, metadata_bring_up
+from erdma.agent.reports import DeviceReports
 from erdma.agent.shared import SharedPlugin, check_disjoint
 from erdma.agent.smcr import PodNetnsSteps, SmcrConfigurator
-from erdma.aio import SupervisedTask, Supervisor, retry_until_done
+from erdma.aio import Heartbeat, SupervisedTask, Supervisor, retry_until_done
 from erdma.api.names import ERDMA_RESOURCE, POD_RESOURCES_SOCKET
 from erdma.cdi import NoDevicesError, build_spec, write_spec
 from erdma.deviceplugin.lifecycle import Timing
@@ -62,8 +64,7 @@ class Agent:
             raise ConfigError("dra.enabled needs the node name (NODE_NAME or --node-name)")
         self.config = config
         self.events = NodeEvents(config.node_name, config.kubeconfig or None)
-        self._health_seen: dict[str, bool] = {}
-        self._skipped_seen: dict[str, str] = {}
+        self.reports = DeviceReports(self.events)
         self.registry = registry or CollectorRegistry()
         self.metrics = AgentMetrics(self.registry)
         self._cdi_spec: dict[str, object] | None = None
@@ -117,6 +118,7 @@ class Agent:
             watch_mode=config.watch_mode,
             timing=timing,
         )
+        self.heartbeat = Heartbeat()
         self.supervisor = Supervisor(self._background_tasks(), log)
 
     def _publish(self, snapshot: DeviceSnapshot) -> None:
@@ -134,8 +136,8 @@ class Agent:
             snapshot, devices=tuple(d for d in snapshot.devices if d.name not in owned)
         )
         self.erdma.update(plugins_view)
-        self._report_health_changes()
-        self._report_skipped(snapshot)
+        self.reports.health_changes(self.erdma.health)
+        self.reports.skipped(snapshot)
         for plugin in self.shared:
             plugin.update(plugins_view)
         self._publish_dra(snapshot)
@@ -161,28 +163,6 @@ class Agent:
         if self.dra is not None:
             exposed = self.erdma.policy.exposure.select(snapshot.erdma_devices)
             self.dra.publish(snapshot, exposed={d.name for d in exposed})
-
-    def _report_skipped(self, snapshot: DeviceSnapshot) -> None:
-        """A device discovery keeps out is logged when that starts or its reason changes, and
-        once more when it is back: not at every rescan (twice a second by default)."""
-        now = {s.name: s.reason for s in snapshot.skipped}
-        for name, reason in now.items():
-            if self._skipped_seen.get(name) != reason:
-                log.warning("skipping RDMA device", extra={"device": name, "reason": reason})
-        for name in sorted(self._skipped_seen.keys() - now.keys()):
-            log.info("RDMA device no longer skipped", extra={"device": name})
-        self._skipped_seen = now
-
-    def _report_health_changes(self) -> None:
-        """A Node Event when an exposed device turns Unhealthy or recovers."""
-        for name, (healthy, reason) in self.erdma.health.items():
-            before = self._health_seen.get(name)
-            if before is not None and before != healthy:
-                if healthy:
-                    self.events.emit("Normal", "ErdmaDeviceHealthy", f"{name}: {reason}")
-                else:
-                    self.events.emit("Warning", "ErdmaDeviceUnhealthy", f"{name}: {reason}")
-            self._health_seen[name] = healthy
 
     def _write_cdi_spec(self, snapshot: DeviceSnapshot) -> None:
         """Keep the node's CDI spec in step with the devices, so CDI names always resolve."""
@@ -365,6 +345,7 @@ class Agent:
         tasks = [
             SupervisedTask("rescan", self._rescan_forever),
             SupervisedTask("node events", self.events.post_forever, forever=self.events.possible),
+            SupervisedTask("heartbeat", self.heartbeat.beat_forever),
         ]
         if self.config.metrics_port:  # a port in use is never fatal: the plugins serve on
             tasks.append(SupervisedTask("metrics", self._serve_metrics, forever=False))
@@ -380,12 +361,20 @@ class Agent:
     async def _serve_metrics(self) -> None:
         port = self.config.metrics_port
 
-        async def serve() -> None:
-            start_http_server(port, registry=self.registry)
-            log.info("metrics served", extra={"port": port})
+        async def start() -> None:
+            serve(port, self.registry, Probes(self.heartbeat, self._readiness()))
+            log.info("metrics, /healthz and /readyz served", extra={"port": port})
 
         what = f"serving the metrics port {port} (the device plugins serve meanwhile)"
-        await retry_until_done(what, serve, log)
+        await retry_until_done(what, start, log)
+
+    def _readiness(self) -> list[Check]:
+        def driver() -> str | None:
+            if self.config.prepare_node and not self._prepared:
+                return f"erdma not loaded in driver mode {self.mode.value} yet (see its Events)"
+            return None
+
+        return [driver, *(registered(self.manager.runner(p.resource_name)) for p in self.plugins)]
 
     async def run(self, stop: asyncio.Event) -> None:
         async with contextlib.AsyncExitStack() as services:

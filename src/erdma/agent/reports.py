@@ -1,0 +1,44 @@
+"""What changed about the devices, told once: skipped devices in the log, health in Events.
+
+The agent rescans twice a second; a persistent condition must be reported when it starts, when
+its reason changes and when it ends, never at every rescan.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from erdma.agent.events import NodeEvents
+from erdma.host.model import DeviceSnapshot
+
+log = logging.getLogger(__name__)
+
+
+class DeviceReports:
+    def __init__(self, events: NodeEvents) -> None:
+        self.events = events
+        self._health_seen: dict[str, bool] = {}
+        self._skipped_seen: dict[str, str] = {}
+
+    def skipped(self, snapshot: DeviceSnapshot) -> None:
+        """A device discovery keeps out is logged when that starts or its reason changes, and
+        once more when it is back."""
+        now = {s.name: s.reason for s in snapshot.skipped}
+        for name, reason in now.items():
+            if self._skipped_seen.get(name) != reason:
+                log.warning("skipping RDMA device", extra={"device": name, "reason": reason})
+        for name in sorted(self._skipped_seen.keys() - now.keys()):
+            log.info("RDMA device no longer skipped", extra={"device": name})
+        self._skipped_seen = now
+
+    def health_changes(self, health: Mapping[str, tuple[bool, str]]) -> None:
+        """A Node Event when an exposed device turns Unhealthy or recovers."""
+        for name, (healthy, reason) in health.items():
+            before = self._health_seen.get(name)
+            if before is not None and before != healthy:
+                if healthy:
+                    self.events.emit("Normal", "ErdmaDeviceHealthy", f"{name}: {reason}")
+                else:
+                    self.events.emit("Warning", "ErdmaDeviceUnhealthy", f"{name}: {reason}")
+            self._health_seen[name] = healthy
