@@ -1,4 +1,5 @@
-"""Leadership lost in an API-server outage must not cut the webhooks' or probes' connections.
+"""Leadership lost in an API-server outage must not cut the webhooks' or probes' connections,
+and a replica cut off from the API server reads not ready until it answers again.
 
 The API server keeps connections to a webhook open between reviews, and so does a prober. When
 the controller loses its lease the operator stops; whatever it stops must be its own work only.
@@ -75,10 +76,22 @@ async def test_keepalive_connections_survive_a_leadership_loss(
             assert await mutated(), "the webhook connection was cut with the operator"
             assert await leader() is False, "the probe connection was cut with the operator"
             assert not replica.done()
+
+            async def ready() -> int:
+                async with session.get(f"http://127.0.0.1:{health_port}/readyz") as resp:
+                    return resp.status
+
+            await eventually(lambda: _is(ready, 503), timeout=10)  # cut off past a lease
+            await proxy.start()
+            await eventually(lambda: _is(ready, 200), timeout=10)
     finally:
         replica.cancel()
         await asyncio.wait({replica}, timeout=15)
         await proxy.close()
+
+
+async def _is(status, wanted: int) -> bool:
+    return await status() == wanted
 
 
 async def _standing_by(leader) -> bool:

@@ -2,8 +2,8 @@
 
 Startup fails fast with one clear line for a bad config, bad credential file or unreachable
 region lookup. The health endpoint (``/healthz``, ``/readyz``) answers from the first second on
-every replica, leader or standby, so Kubernetes probes do not restart a healthy standby;
-``/readyz`` reports whether this replica leads.
+every replica, leader or standby, so Kubernetes probes do not restart a healthy standby; both
+say whether this replica leads.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import click
 from aiohttp import web
 
-from erdma.aio import OnFailure, SupervisedTask, Supervisor
+from erdma.aio import Heartbeat, OnFailure, SupervisedTask, Supervisor
 from erdma.controller.cloud import CloudApi
 from erdma.controller.config import DEFAULT_CONFIG_PATH, ConfigError, ControllerConfig, load_config
 from erdma.controller.credentials import (
@@ -44,22 +45,41 @@ from erdma.logs import setup_json_logging
 
 log = logging.getLogger(__name__)
 
+#: a loop silent this long is wedged (it beats every second)
+WEDGED_AFTER = 30.0
+
 
 class Health:
-    """State behind the health endpoint."""
+    """State behind the health endpoints, served on a loop apart from the one it watches.
+
+    ``/healthz`` (liveness) fails when the controller's event loop stopped beating: a wedged
+    replica is restarted. ``/readyz`` fails while the API server has not answered this replica
+    for a lease duration: a leader or a healthy standby is ready, a replica cut off is not.
+    """
 
     def __init__(self) -> None:
         self.elector: LeaderElector | None = None
+        self.heartbeat = Heartbeat()
 
     @property
     def leader(self) -> bool:
         return self.elector is None or self.elector.is_leader
 
+    def _answer(self, problem: str) -> web.Response:
+        body = {"status": problem or "ok", "leader": self.leader}
+        return web.json_response(body, status=503 if problem else 200)
+
     async def healthz(self, _: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "leader": self.leader})
+        silent = self.heartbeat.age()
+        return self._answer(f"event loop silent for {silent:.0f}s" if silent > WEDGED_AFTER else "")
 
     async def readyz(self, _: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "leader": self.leader})
+        problem = ""
+        if self.elector is not None:
+            silent = time.monotonic() - self.elector.last_answer
+            if silent > self.elector.duration:
+                problem = f"the API server has not answered for {silent:.0f}s"
+        return self._answer(problem)
 
     async def serve(self, port: int) -> web.AppRunner:
         app = web.Application()
@@ -95,7 +115,7 @@ async def run_controller(
     runner = await serving.run(health.serve(port)) if port else None
     webhook = None
     try:
-        tasks = []
+        tasks = [SupervisedTask("heartbeat", health.heartbeat.beat_forever)]
         if config.enable_webhook:
             webhook, keeper = await start_webhooks(config, client, serving)
             tasks.append(keeper)

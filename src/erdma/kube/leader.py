@@ -95,6 +95,8 @@ class LeaderElector:
         self.retry_period = retry_period
         self.is_leader = False
         self.last_renew = 0.0  # monotonic start of the last successful acquire/renew
+        #: monotonic time the API server last answered an attempt (held or not): readiness
+        self.last_answer = time.monotonic()
         self._observed: dict[str, Any] | None = None  # the Lease spec as last seen
         self._observed_at = 0.0  # monotonic time it was first seen in that state
         self._errors: set[str] = set()  # distinct errors logged since the last answer
@@ -236,6 +238,7 @@ class LeaderElector:
                     self.retry_period,
                 )
             return False
+        self.last_answer = time.monotonic()
         if self._errors:
             log.info("lease %s/%s: API server answers again", self.namespace, self.name)
             self._errors.clear()
