@@ -70,6 +70,7 @@ class ControllerProcess:
     ecs_endpoint: str
     health_port: int = field(default_factory=free_port)
     webhook_port: int = field(default_factory=free_port)
+    lease_name: str = field(default_factory=lambda: f"erdma-chaos-{uuid.uuid4().hex[:6]}")
     process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
@@ -78,7 +79,7 @@ class ControllerProcess:
             "ecsEndpoint": self.ecs_endpoint,
             "ecsProtocol": "HTTP",
             "healthPort": self.health_port,
-            "leaseName": f"erdma-chaos-{uuid.uuid4().hex[:6]}",
+            "leaseName": self.lease_name,
             "leaseDurationSeconds": LEASE_SECONDS,
             "controllerNamespace": "default",
             "enableWebhook": True,

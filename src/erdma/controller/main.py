@@ -57,8 +57,8 @@ class Health:
     for a lease duration: a leader or a healthy standby is ready, a replica cut off is not.
     """
 
-    def __init__(self) -> None:
-        self.elector: LeaderElector | None = None
+    def __init__(self, elector: LeaderElector | None) -> None:
+        self.elector = elector
         self.heartbeat = Heartbeat()
 
     @property
@@ -109,7 +109,16 @@ async def run_controller(
     that cannot tell whether it still leads must not keep reconciling.
     """
     client = new_client(kubeconfig)
-    health = Health()
+    elector = None
+    if leader_elect:
+        elector = LeaderElector(
+            client,
+            config.controller_namespace,
+            config.lease_name,
+            identity or f"{socket.gethostname()}_{uuid.uuid4()}",
+            config.lease_duration_seconds,
+        )
+    health = Health(elector)  # before serving: a starting replica must not read as leader
     port = config.health_port if health_port is None else health_port
     serving = ServingLoop()
     runner = await serving.run(health.serve(port)) if port else None
@@ -124,17 +133,10 @@ async def run_controller(
         async def work() -> None:
             await run_operator(reconciler, kubeconfig, stop=stop)
 
-        if leader_elect:
-            elector = LeaderElector(
-                client,
-                config.controller_namespace,
-                config.lease_name,
-                identity or f"{socket.gethostname()}_{uuid.uuid4()}",
-                config.lease_duration_seconds,
-            )
-            health.elector = elector
+        if elector is not None:
+            run_elector = elector.run
             tasks.append(
-                SupervisedTask("leader election", lambda: elector.run(work), OnFailure.EXIT)
+                SupervisedTask("leader election", lambda: run_elector(work), OnFailure.EXIT)
             )
         else:
             tasks.append(SupervisedTask("operator", work, OnFailure.EXIT))
