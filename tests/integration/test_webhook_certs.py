@@ -119,6 +119,23 @@ async def test_concurrent_replicas_end_with_one_secret(kube_api, settings, tmp_p
     assert certs.CertBundle.from_secret_data(ours[0].data) == results[0].bundle
 
 
+async def test_the_charts_empty_secret_is_filled_in_place_and_then_reused(k8s, settings, tmp_path):
+    """The chart creates the Secret empty (kubernetes.io/tls requires both keys): the controller
+    fills that object with an update, keeping its type and identity, as its RBAC allows."""
+    placeholder = Secret(metadata=ObjectMeta(name=settings.secret_name, namespace=NS),
+                         type="kubernetes.io/tls", data={"tls.crt": "", "tls.key": ""})  # fmt: skip
+    made = await k8s.create(placeholder)
+    first = await wc.setup_webhook_certs(k8s, settings)
+    assert (first.outcome, first.reason) == (wc.OUTCOME_FILLED, "")
+    secret = await k8s.get(Secret, settings.secret_name, namespace=NS)
+    assert secret.type == "kubernetes.io/tls" and secret.metadata and made.metadata
+    assert secret.metadata.uid == made.metadata.uid
+    assert certs.CertBundle.from_secret_data(secret.data) == first.bundle
+    other = wc.WebhookCertSettings(settings.name, NS, tmp_path / "replica-2")
+    second = await wc.setup_webhook_certs(k8s, other)
+    assert (second.outcome, second.bundle) == (wc.OUTCOME_REUSED, first.bundle)
+
+
 async def test_expiring_certificate_is_rotated_and_old_ca_kept(k8s, settings):
     old = certs.generate(settings.name, NS, validity=datetime.timedelta(days=10))
     await plant(k8s, settings, old.secret_data())

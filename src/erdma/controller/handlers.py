@@ -117,6 +117,9 @@ def build_registry(
 def operator_settings() -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.posting.enabled = False  # our EventRecorder posts meaningful Events instead
+    # Nodes and the chart's CRD (installed before the controller) are found once at start; no
+    # list/watch of CRDs, which the chart's RBAC does not grant (kopf would warn about it).
+    settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     return settings

@@ -2,8 +2,11 @@
 
 Every controller replica serves the webhooks (the Service picks any of them), so all replicas
 must present the same certificate. The Secret ``<name>-webhook-cert`` (``tls.crt``, ``tls.key``,
-``ca.crt``) is that shared state, and creating it is the race: a replica that gets 409
-AlreadyExists reads and uses the winner's. A certificate that expires within the renewal margin,
+``ca.crt``) is that shared state. The chart creates it empty, so the controller only reads and
+updates it and its Role needs no ``create`` on secrets (which RBAC cannot scope to one name);
+filling the placeholder is an update like any rotation. Where no Secret exists (a run outside
+the chart) it is created, and that is the race: a replica that gets 409 AlreadyExists reads and
+uses the winner's. A certificate that expires within the renewal margin,
 lacks one of the service DNS names or does not match its key or CA is replaced, guarded by
 ``resourceVersion`` so that two replicas rotating at once also end with one certificate. The
 replaced CA stays in ``ca.crt`` (and so in ``caBundle``) while it is valid: a replica still
@@ -50,6 +53,8 @@ from erdma.controller.certs import (
 )
 
 log = logging.getLogger(__name__)
+#: What the chart's placeholder Secret holds: the keys, all empty (or no data at all).
+EMPTY = CertBundle(b"", b"", b"")
 
 
 class WebhookCertError(RuntimeError):
@@ -98,6 +103,7 @@ class CertResult:
 
 
 OUTCOME_CREATED = "created"
+OUTCOME_FILLED = "written into the empty Secret"
 OUTCOME_REUSED = "reused"
 OUTCOME_ROTATED = "rotated"
 OUTCOME_LOST_RACE = "created by another replica"
@@ -119,12 +125,18 @@ async def ensure_secret(
             bundle = settings.generate()
             fresh = Secret(
                 metadata=ObjectMeta(name=name, namespace=ns, labels={"app": settings.name}),
-                type="Opaque",
+                type="kubernetes.io/tls",
                 data=bundle.secret_data(),
             )
             try:
                 await client.create(fresh)
             except ApiError as exc:
+                if exc.status.code == 403:
+                    raise WebhookCertError(
+                        f"Secret {ns}/{name} does not exist and may not be created: {exc}; the "
+                        "chart creates it empty (templates/webhook.yaml), or create an empty "
+                        f"one: kubectl -n {ns} create secret generic {name}"
+                    ) from exc
                 if exc.status.code != 409:
                     raise WebhookCertError(f"cannot create Secret {ns}/{name}: {exc}") from exc
                 lost = True  # another replica created it first: read theirs
@@ -143,6 +155,8 @@ async def ensure_secret(
                 raise WebhookCertError(f"cannot update Secret {ns}/{name}: {exc}") from exc
             lost = True
             continue
+        if current == EMPTY:
+            return bundle, OUTCOME_FILLED, ""
         return bundle, OUTCOME_ROTATED, why
     raise WebhookCertError(
         f"Secret {ns}/{name} kept changing under us; gave up after {attempts} attempts"
