@@ -80,10 +80,13 @@ def serve(port: int, registry: CollectorRegistry, probes: Probes, host: str = ""
 
 
 def registered(runner: PluginRunner) -> Check:
-    """Ready once ``runner``'s resource has been registered with kubelet."""
+    """Ready once ``runner``'s resource has been registered with kubelet, or while nothing on
+    the node matches it (it is then kept unregistered on purpose)."""
     name = runner.plugin.resource_name
 
     def check() -> str | None:
-        return None if runner.registrations else f"{name} not registered with kubelet yet"
+        if runner.registrations or not runner.plugin.advertised():
+            return None
+        return f"{name} not registered with kubelet yet"
 
     return check

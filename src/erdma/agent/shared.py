@@ -142,6 +142,10 @@ class SharedPlugin(ResourcePlugin):
             )
         return True, f"{len(hcas)} HCA(s) ready for non-hostNetwork pods"
 
+    def advertised(self) -> bool:
+        """Registered only on a node where some HCA matches the selectors."""
+        return bool(self._hcas)
+
     @property
     def health_reason(self) -> str:
         """Why the slots are Healthy or Unhealthy right now (also logged on every change)."""

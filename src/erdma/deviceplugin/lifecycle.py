@@ -28,6 +28,9 @@ from erdma.deviceplugin.watcher import DirEvent, DirWatcher
 
 log = logging.getLogger(__name__)
 
+#: how often a resource nothing matches yet is looked at again (`ResourcePlugin.advertised`)
+UNMATCHED_POLL = 0.5
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -135,10 +138,16 @@ class PluginRunner:
         while True:
             if need_serve:
                 need_serve = not await self._serve()
-            if not need_serve and need_register:
+            unmatched = not self.plugin.advertised()
+            if not need_serve and need_register and not unmatched:
                 need_register = not await self._register()
-            delay = backoff.next_delay() if need_serve or need_register else None
-            if delay is None:
+            delay: float | None
+            if need_serve or (need_register and not unmatched):
+                delay = backoff.next_delay()
+            elif need_register:
+                delay = UNMATCHED_POLL  # registered as soon as something matches
+            else:
+                delay = None
                 backoff.reset()
             try:
                 event = await asyncio.wait_for(events.get(), delay)

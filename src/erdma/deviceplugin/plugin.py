@@ -88,6 +88,13 @@ class ResourcePlugin(abc.ABC):
                 chosen.append(device_id)
         return chosen[:size]
 
+    def advertised(self) -> bool:
+        """False keeps the resource from being registered with kubelet at all: nothing on this
+        node matches it, and a registered resource with no usable device reads as capacity the
+        node does not have. It is registered as soon as this turns True (checked twice a
+        second); once registered it stays registered."""
+        return True
+
     async def pre_start(self, device_ids: Sequence[str]) -> None:  # noqa: B027 - optional hook
         """Runs before a container starts when `pre_start_required`; raise to fail the start."""
 
