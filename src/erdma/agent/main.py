@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from erdma import settings
+from erdma.agent import reference_flags
 from erdma.agent.config import ENV_PREFIX, AgentConfig, ConfigError, build_config, check_startup
 from erdma.agent.exposure import ExposureError
 from erdma.agent.service import Agent
@@ -19,10 +20,21 @@ from erdma.logs import setup_json_logging
 
 log = logging.getLogger(__name__)
 
+#: context key of the warnings about reference flags found on the command line
+DEPRECATED = "erdma.deprecated_flags"
+
 
 class _OneLineErrors(click.Command):
     """A bad flag is reported like every other start-up error: one line and exit code 2, not
-    a usage banner (a DaemonSet's log then shows the reason on its own)."""
+    a usage banner (a DaemonSet's log then shows the reason on its own). The reference agent's
+    flags are translated first (`reference_flags`), and warned about once logging is set up."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        bool_flags = {
+            opt for param in self.params if getattr(param, "is_flag", False) for opt in param.opts
+        }
+        translated, ctx.meta[DEPRECATED] = reference_flags.translate(args, bool_flags)
+        return super().parse_args(ctx, translated)
 
     def make_context(
         self,
@@ -52,6 +64,8 @@ def agent_command(config_file: Path | None, **flags: Any) -> None:
         config = build_config(config_file, flags=flags)
         check_startup(config)
         setup_json_logging(config.log_level)
+        for warning in click.get_current_context().meta.get(DEPRECATED, ()):
+            log.warning("deprecated flag: %s", warning)
         agent = Agent(config)
     except (ConfigError, ExposureError, ValueError) as exc:
         click.echo(f"erdma agent: {exc}", err=True)

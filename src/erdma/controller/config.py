@@ -115,7 +115,8 @@ class ControllerConfig(BaseModel):
     cleanup_on_node_delete: bool = Field(
         True,
         alias="cleanupOnNodeDelete",
-        description="detach and delete our ERIs when the Node goes",
+        description="delete our ERIs once their Node is gone and ECS says the instance is "
+        "released (or they were never attached); false: never",
     )
     pending_requeue_seconds: float = Field(
         10.0,
