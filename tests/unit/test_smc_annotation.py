@@ -80,9 +80,18 @@ def test_first_present_cri_socket_candidate_is_used(tmp_path):
     assert cri_socket(None, tmp_path) == tmp_path / CRI_SOCKETS[1].lstrip("/")
 
 
-def test_no_cri_socket_lists_what_was_tried(tmp_path):
-    with pytest.raises(CriSocketNotFound, match=r"no CRI socket found.*containerd\.sock"):
+@pytest.mark.parametrize("runtime", CRI_SOCKETS)
+def test_each_runtime_socket_is_found_alone(tmp_path, runtime):
+    """containerd, k3s' containerd, cri-dockerd and CRI-O, each the only runtime on a node."""
+    (tmp_path / runtime.lstrip("/")).parent.mkdir(parents=True)
+    (tmp_path / runtime.lstrip("/")).touch()
+    assert cri_socket(None, tmp_path) == tmp_path / runtime.lstrip("/")
+
+
+def test_no_cri_socket_lists_what_was_tried_and_names_the_setting(tmp_path):
+    with pytest.raises(CriSocketNotFound, match=r"no CRI socket found.*containerd\.sock") as exc:
         cri_socket(None, tmp_path)
+    assert "RUNTIME_SOCK" in str(exc.value) and "agent.runtimeSocket" in str(exc.value)
 
 
 async def test_kernel_without_ipv6_still_gets_smc_r(tmp_path):

@@ -25,4 +25,7 @@ def cri_socket(configured: str | None, root: Path = Path("/")) -> Path:
         path = root / candidate.lstrip("/")
         if path.exists():
             return path
-    raise CriSocketNotFound(f"no CRI socket found under {root}: tried {', '.join(CRI_SOCKETS)}")
+    raise CriSocketNotFound(
+        f"no CRI socket found under {root}: tried {', '.join(CRI_SOCKETS)}; set the runtime's "
+        "socket with runtimeSocket (env RUNTIME_SOCK, chart value agent.runtimeSocket)"
+    )
