@@ -5,6 +5,7 @@ the container's arguments, the mounted ConfigMap file and, for the controller, c
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from erdma.agent.config import AgentConfig, build_config
@@ -32,8 +33,11 @@ def agent_loads(out: Rendered, name: str, tmp_path: Path) -> AgentConfig:
     return build_config(mounted, environ={"NODE_NAME": "node-a"}, flags=ctx.params)
 
 
-def controller_loads(out: Rendered, tmp_path: Path) -> ControllerConfig:
-    """`erdma controller` with the Deployment's arguments, config.json and credential.json."""
+def controller_loads(
+    out: Rendered, tmp_path: Path, env: Mapping[str, str] = RRSA_ENV
+) -> ControllerConfig:
+    """`erdma controller` with the Deployment's arguments, config.json and credential.json;
+    ``env`` stands for what the pod's environment adds (RRSA's, or an existingSecret's keys)."""
     args = [str(a) for a in out.container("Deployment", CONTROLLER)["args"][1:]]
     ctx = controller_command.make_context("controller", args)
     config = tmp_path / "config.json"
@@ -41,5 +45,5 @@ def controller_loads(out: Rendered, tmp_path: Path) -> ControllerConfig:
     credential = tmp_path / "credential.json"
     key = Path(ctx.params["credential_path"]).name
     credential.write_text(json.dumps(out.secret_json(f"{CONTROLLER}-credential", key)))
-    build_credential_client(CredentialSettings.from_file(credential), env=RRSA_ENV)
+    build_credential_client(CredentialSettings.from_file(credential), env=env)
     return load_config(config)

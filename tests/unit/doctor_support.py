@@ -33,6 +33,9 @@ def user_space(root: Path) -> None:
     write(root, "etc/os-release", ALINUX3)
     write(root, "usr/lib64/libibverbs/liberdma-rdmav34.so", "")
     write(root, "etc/libibverbs.d/erdma.driver", "driver erdma\n")
+    write(root, "usr/lib64/libibverbs.so.1", "")
+    write(root, "usr/lib64/librdmacm.so.1", "")
+    write(root, "usr/bin/ibv_devices", "")
     write(root, "proc/sys/net/smc/tcp2smc", "0\n")
 
 

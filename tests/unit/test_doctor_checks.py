@@ -161,8 +161,8 @@ def test_a_healthy_node_passes_every_check_and_exits_zero(tmp_path: Path):
     result = CliRunner().invoke(doctor_command, ["--root", str(tmp_path)], env=NO_NCCL)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert [line.split()[0] for line in lines[:-1]] == ["PASS"] * 9 + ["SKIP"]
-    assert lines[-1] == "9 PASS, 0 WARN, 0 FAIL, 1 SKIP"
+    assert [line.split()[0] for line in lines[:-1]] == ["PASS"] * 10 + ["SKIP"]
+    assert lines[-1] == "10 PASS, 0 WARN, 0 FAIL, 1 SKIP"
 
 
 def test_json_output_and_exit_code(tmp_path: Path):

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 # importing the check modules registers their checks, in report order
-from erdma.tools.doctor import devices, environment, nccl  # noqa: F401
+from erdma.tools.doctor import devices, environment, image, nccl  # noqa: F401
 from erdma.tools.doctor.model import REGISTRY, DoctorContext, Finding, Outcome, Verdict
 
 #: bumped when a key of `erdma doctor --json` changes meaning or disappears

@@ -115,7 +115,8 @@ def provider(ctx: DoctorContext) -> Outcome:
     return Outcome(Verdict.PASS, f"{', '.join(libs)} and /{PROVIDER_DRIVER_FILE}")
 
 
-def _os_release(ctx: DoctorContext) -> dict[str, str] | None:
+def os_release(ctx: DoctorContext) -> dict[str, str] | None:
+    """The fields of the root's os-release (the image's, in a container); None when absent."""
     for candidate in ("etc/os-release", "usr/lib/os-release"):
         text = read_text(ctx.root.path(candidate))
         if text is not None:
@@ -131,7 +132,7 @@ def _os_release(ctx: DoctorContext) -> dict[str, str] | None:
 
 @check("os-image", "supported OS image")
 def os_image(ctx: DoctorContext) -> Outcome:
-    fields = _os_release(ctx)
+    fields = os_release(ctx)
     if fields is None:
         return Outcome(
             Verdict.WARN,
