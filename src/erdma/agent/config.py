@@ -260,6 +260,18 @@ class AgentConfig(BaseModel):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @property
+    def allocates_all(self) -> bool:
+        """Whether each container gets every exposed device whatever it asks for.
+
+        Local mode with an ``exposedLocalERIs`` selection does so as the reference does (its
+        NCCL example relies on both NICs showing up with ``aliyun/erdma: 1``); with the
+        selection empty, Local mode allocates by NUMA like Regular mode.
+        """
+        return self.allocate_all_devices or (
+            self.local_eri_discovery and bool(self.exposed_local_eris)
+        )
+
     @field_validator("exposed_local_eris", mode="before")
     @classmethod
     def _split_joined(cls, value: object) -> object:

@@ -86,7 +86,7 @@ class Agent:
             ErdmaPolicy(
                 mode=self.mode,
                 slots_per_device=config.slots_per_device,
-                allocate_all=config.allocate_all_devices,
+                allocate_all=config.allocates_all,
                 exposure=self.exposure,
                 device_list_strategy=config.device_list_strategy,
             ),
