@@ -27,6 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from erdma.host.driver import DriverMode
 from erdma.host.model import RdmaDevice
 
+#: an environment variable name, the keys of `overrides`
+_ENV_NAME = "^[A-Za-z_][A-Za-z0-9_]*$"
+
 
 class NcclConfig(BaseModel):
     """NCCL env for GPU pods in compat/ofed mode; see erdma.agent.nccl.
@@ -43,14 +46,22 @@ class NcclConfig(BaseModel):
     gid_index: int | None = Field(None, alias="gidIndex", ge=-1, le=255)
     overrides: dict[str, str] = Field(
         default_factory=dict,
-        json_schema_extra={"propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}},
+        # the chart also lists the names as patternProperties: Helm's schema errors name the
+        # key (agent.nccl.overrides) for those, but not for a propertyNames mismatch
+        json_schema_extra={
+            "propertyNames": {"pattern": _ENV_NAME},
+            "chart": {
+                "patternProperties": {_ENV_NAME: {"type": "string"}},
+                "additionalProperties": False,
+            },
+        },
     )
 
     @field_validator("overrides")
     @classmethod
     def _env_names(cls, values: dict[str, str]) -> dict[str, str]:
         for key in values:
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+            if not re.match(_ENV_NAME, key):
                 raise ValueError(
                     f"key {key!r} is not an environment variable name; use letters, digits "
                     "and underscores, not starting with a digit"
