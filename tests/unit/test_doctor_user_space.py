@@ -17,21 +17,21 @@ from tests.unit.doctor_support import ALINUX3, F, P, S, W, doctor, user_space, w
 ROOT = Path(__file__).resolve().parents[2]
 #: os-release of each image family's base image, and what the doctor must say for it
 FAMILIES = {
-    "alinux3": (ALINUX3, "examples/images/alinux/Dockerfile", "BASE_IMAGE=<registry>/alinux3/"),
+    "alinux3": (ALINUX3, "examples/images/yum/Dockerfile", "BASE_IMAGE=<registry>/alinux3/"),
     "alinux2": (
         'NAME="Alibaba Cloud Linux (Aliyun Linux)"\nID="alinux"\nVERSION_ID="2.1903"\n',
-        "examples/images/alinux/Dockerfile",
+        "examples/images/yum/Dockerfile",
         "BASE_IMAGE=<registry>/alinux2/alinux2:<tag>",
     ),
     "centos7": (
         'NAME="CentOS Linux"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n',
-        "examples/images/centos/Dockerfile",
-        "CENTOS_VERSION=7",
+        "examples/images/yum/Dockerfile",
+        "BASE_IMAGE=centos:7 --build-arg ERDMA_YUM_DIR=redhat/7",
     ),
     "centos8": (
         'NAME="CentOS Linux"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="8"\n',
-        "examples/images/centos/Dockerfile",
-        "CENTOS_VERSION=8",
+        "examples/images/yum/Dockerfile",
+        "BASE_IMAGE=centos:8 --build-arg ERDMA_YUM_DIR=redhat/8",
     ),
     **{
         f"ubuntu{release}": (

@@ -31,6 +31,8 @@ BIN_DIRS = ("usr/bin", "bin", "usr/local/bin")
 EXAMPLES = "examples/images"
 MIRROR_ARG = "--build-arg ERDMA_MIRROR=<eRDMA package mirror>"
 UBUNTU_RELEASES = ("18.04", "20.04", "22.04", "24.04")
+#: the eRDMA user documents name no yum directory for Alibaba Cloud Linux
+YUM_DIR_UNNAMED = "<mirror directory for this OS>"
 APT_LIKE = frozenset({"debian", "ubuntu"})
 YUM_LIKE = frozenset({"alinux", "centos", "rhel", "fedora", "anolis"})
 
@@ -92,21 +94,21 @@ class Example:
         return f"docker build {directory} {self.build_args} {MIRROR_ARG}"
 
 
+def _yum_example(base_image: str, yum_dir: str) -> Example:
+    """The yum-family example: one Dockerfile, its base image and mirror directory per OS."""
+    args = f"--build-arg BASE_IMAGE={base_image} --build-arg ERDMA_YUM_DIR={yum_dir}"
+    return Example(f"{EXAMPLES}/yum/Dockerfile", args, "yum")
+
+
 def example_for(fields: Mapping[str, str]) -> Example | None:
     """The example matching os-release `fields`; None for an OS the examples do not cover."""
     os_id = fields.get("ID", "").lower()
     version = fields.get("VERSION_ID", "")
     major = version.split(".")[0]
     if os_id == "alinux" and major in ("2", "3"):
-        args = (
-            f"--build-arg BASE_IMAGE=<registry>/alinux{major}/alinux{major}:<tag> "
-            "--build-arg ERDMA_YUM_DIR=<mirror directory for this OS>"
-        )
-        return Example(f"{EXAMPLES}/alinux/Dockerfile", args, "yum")
+        return _yum_example(f"<registry>/alinux{major}/alinux{major}:<tag>", YUM_DIR_UNNAMED)
     if os_id == "centos" and major in ("7", "8"):
-        return Example(
-            f"{EXAMPLES}/centos/Dockerfile", f"--build-arg CENTOS_VERSION={major}", "yum"
-        )
+        return _yum_example(f"centos:{major}", f"redhat/{major}")
     if os_id == "ubuntu" and version in UBUNTU_RELEASES:
         args = f"--build-arg UBUNTU_RELEASE={version}"
         return Example(f"{EXAMPLES}/ubuntu/Dockerfile", args, "apt")
