@@ -94,3 +94,13 @@ tolerations: {{- toYaml . | nindent 2 }}
 {{- $one := printf "c, has(c.resources) && ((has(c.resources.limits) && '%s' in c.resources.limits) || (has(c.resources.requests) && '%s' in c.resources.requests))" . . -}}
 {{- printf "object.spec.containers.exists(%s) || (has(object.spec.initContainers) && object.spec.initContainers.exists(%s))" $one $one -}}
 {{- end -}}
+
+{{/* Both node DaemonSets' rollout; a release from before these values gets their defaults. */}}
+{{- define "erdma.agentUpdateStrategy" -}}
+{{- $default := dict "type" "RollingUpdate" "rollingUpdate" (dict "maxUnavailable" "10%") -}}
+{{- toYaml (.Values.agent.updateStrategy | default $default) -}}
+{{- end }}
+
+{{- define "erdma.agentMinReadySeconds" -}}
+{{- if hasKey .Values.agent "minReadySeconds" }}{{ .Values.agent.minReadySeconds }}{{ else }}10{{ end -}}
+{{- end }}
