@@ -98,12 +98,15 @@ def test_reuse_values_keeps_what_the_release_did(
         assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in pod["tolerations"]
 
 
-def test_reuse_values_mounts_the_socket_in_the_directory_the_release_named(
+def test_reuse_values_mounts_the_socket_the_release_named(
     previous: tuple[ChartVersion, Path], tmp_path: Path
 ) -> None:
-    before, after = upgrade(previous[1], "rrsa-k3s", tmp_path, reuse=True)
-    if not _cri_volumes(before):
-        pytest.skip(f"the chart of {previous[0].commit[:12]} mounts no CRI socket for this release")
+    values = {**ACCESS_KEY, "smcr": {"mode": "prestart"},
+              "agent": {"runtimeSocket": "/run/k3s/containerd/containerd.sock"}}  # fmt: skip
+    chart = reuse_values_chart(tmp_path / "chart", previous[1], values)
+    before = render(values, chart_dir=previous[1])
+    after = render(values, chart_dir=chart, upgrade=True)
+    assert _cri_volumes(before), f"the chart of {previous[0].commit[:12]} mounted no CRI socket"
     pod = after.get("DaemonSet", AGENT)["spec"]
     (cri,) = [v for v in pod["template"]["spec"]["volumes"] if v["name"] == "cri"]
     assert cri["hostPath"] == {"path": "/run/k3s/containerd/containerd.sock", "type": "Socket"}
