@@ -101,7 +101,7 @@ def test_reuse_values_keeps_what_the_release_did(
 def test_reuse_values_mounts_the_socket_the_release_named(
     previous: tuple[ChartVersion, Path], tmp_path: Path
 ) -> None:
-    values = {**ACCESS_KEY, "smcr": {"mode": "prestart"},
+    values: dict[str, Any] = {**ACCESS_KEY, "smcr": {"mode": "prestart"},
               "agent": {"runtimeSocket": "/run/k3s/containerd/containerd.sock"}}  # fmt: skip
     chart = reuse_values_chart(tmp_path / "chart", previous[1], values)
     before = render(values, chart_dir=previous[1])
