@@ -7,9 +7,13 @@ a fixed account rate limit and per-call latency.  The controller side is the pro
 ``EcsCloud`` on the official SDK with its token bucket, and ``ensure_eris`` passes run by a
 bounded pool of reconcilers, requeueing a node until its ERIs are Ready.
 
-Printed: time until every instance is Ready; the lower bound (calls a perfect run needs divided
-by the rate limit; calls per node measured on one node of each type without limits); API calls
-per node; retries and throttled calls; the controller process's peak RSS.
+Printed: time until every instance is Ready; the lower bound (the calls no batching can save,
+the mutations measured on one node of each type without limits, plus one DescribeInstanceTypes
+per type, divided by the rate limit); API calls
+per node, in all and by action; retries and throttled calls; the controller process's peak RSS.
+Call, retry and throttle figures are read from the controller's Prometheus metrics
+(``erdma.controller.metrics``), the ones its ``/metrics`` serves; the count ECS received is
+printed beside them as a check.
 """
 
 from __future__ import annotations
@@ -23,15 +27,26 @@ from collections import Counter
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-from erdma.controller.cloud import CloudError, Instance, InstanceTypeCaps
+from prometheus_client.samples import Sample
+
+from erdma.controller.cloud import CloudError
 from erdma.controller.ecs import EcsCloud
 from erdma.controller.eri import ensure_eris
+from erdma.controller.metrics import ControllerMetrics
 from erdma.controller.ratelimit import RetryPolicy, ThrottlePolicy
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, cloud_for, standard_world
 
 TYPES = (GPU_TWO_CARDS.name, GENERAL_ERI.name)
 RETRY = RetryPolicy(max_attempts=8, base_delay=0.1, max_delay=2.0)
+CALLS = "erdma_controller_ecs_calls_total"
+RETRIES = "erdma_controller_ecs_retries_total"
+THROTTLES = "erdma_controller_ecs_throttles_total"
+MUTATIONS = ("CreateNetworkInterface", "AttachNetworkInterface", "ModifyNetworkInterfaceAttribute")
+
+
+def _samples(metrics: ControllerMetrics, name: str) -> list[Sample]:
+    return [s for m in metrics.registry.collect() for s in m.samples if s.name == name]
 
 
 @dataclass(frozen=True)
@@ -53,7 +68,7 @@ def _serve(scenario: Scenario, conn: Connection) -> None:
         conn.recv()  # "report"
         with emulator.world.lock:
             created = sum(1 for e in emulator.world.enis.values() if e.type == "Secondary")
-        conn.send((dict(emulator.faults.calls), dict(emulator.faults.errors), created))
+        conn.send((emulator.faults.total_calls(), created))
         conn.recv()  # "stop"
 
 
@@ -68,11 +83,11 @@ class RemoteEmulator:
         self.world = standard_world()  # region name only; the state lives in the child
         self.endpoint = f"127.0.0.1:{self.port}"
 
-    def counters(self) -> tuple[dict[str, int], dict[str, int], int]:
-        """Calls and errors per action, and how many ERIs were created in the region."""
+    def counters(self) -> tuple[int, int]:
+        """Calls ECS received (a check on the client's count), and ERIs created in the region."""
         self._conn.send("report")
-        calls, errors, created = self._conn.recv()
-        return calls, errors, created
+        received, created = self._conn.recv()
+        return received, created
 
     def stop(self) -> None:
         self._conn.send("stop")
@@ -82,19 +97,18 @@ class RemoteEmulator:
 async def bring_up(
     cloud: EcsCloud, instance_id: str, gate: asyncio.Semaphore, requeue: float
 ) -> tuple[float, int]:
-    """Reconcile one node until Ready; return (seconds from start, passes)."""
+    """Reconcile one node until Ready, as the reconciler does; return (seconds, passes).
+
+    Every pass looks the instance up again (its ENIs come with it), as a reconcile pass does.
+    """
     start = time.monotonic()
-    instance: Instance | None = None
-    caps: InstanceTypeCaps | None = None
     passes = 0
     while True:
         async with gate:
             try:
-                if instance is None:
-                    instance = await cloud.find_instance(instance_id=instance_id)
-                    assert instance is not None, instance_id
-                if caps is None:
-                    caps = await cloud.instance_type_caps(instance.instance_type)
+                instance = await cloud.find_instance(instance_id=instance_id)
+                assert instance is not None, instance_id
+                caps = await cloud.instance_type_caps(instance.instance_type)
                 passes += 1
                 result = await ensure_eris(cloud, instance, caps)
                 if result.ready:
@@ -105,9 +119,10 @@ async def bring_up(
 
 
 async def calibrate(transition: float) -> dict[str, int]:
-    """Calls one node of each type needs with no limits or latency: the per-node minimum.
+    """Calls one node of each type cannot share with other nodes: the per-node minimum.
 
-    DescribeInstanceTypes is excluded: the controller asks once per type, not per node.
+    Those are its mutations (create, attach, convert), one request each; look-ups and tags are
+    batched across nodes, and DescribeInstanceTypes is asked once per type.
     """
     needed: dict[str, int] = {}
     for type_name in TYPES:
@@ -115,8 +130,7 @@ async def calibrate(transition: float) -> dict[str, int]:
             record = emulator.world.add_instance(type_name)
             cloud = cloud_for(emulator)
             await bring_up(cloud, record.id, asyncio.Semaphore(1), transition)
-            shared = emulator.faults.calls["DescribeInstanceTypes"]  # once per type, not node
-            needed[type_name] = emulator.faults.total_calls() - shared
+            needed[type_name] = int(sum(cloud.metrics.value(CALLS, action=a) for a in MUTATIONS))
     return needed
 
 
@@ -139,10 +153,10 @@ async def run(args: argparse.Namespace) -> None:
             *(bring_up(cloud, i, gate, args.requeue) for i in remote.instance_ids)
         )
         elapsed = time.monotonic() - started
-        calls, errors, created = remote.counters()
+        received, created = remote.counters()
     finally:
         remote.stop()
-    report(args, needed, elapsed, outcomes, calls, errors, created, cloud)
+    report(args, needed, elapsed, outcomes, received, created, cloud.metrics)
 
 
 def report(
@@ -150,15 +164,18 @@ def report(
     needed: dict[str, int],
     elapsed: float,
     outcomes: list[tuple[float, int]],
-    calls: dict[str, int],
-    errors: dict[str, int],
+    received: int,
     created: int,
-    cloud: EcsCloud,
+    metrics: ControllerMetrics,
 ) -> None:
     per_type = Counter(TYPES[i % len(TYPES)] for i in range(args.nodes))
     minimum = sum(needed[t] * n for t, n in per_type.items()) + len(per_type)
     lower = minimum / args.rate
-    total = sum(calls.values())
+    total = metrics.value(CALLS)
+    calls = {
+        action: metrics.value(CALLS, action=action)
+        for action in sorted({s.labels["action"] for s in _samples(metrics, CALLS)})
+    }
     times = sorted(t for t, _ in outcomes)
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"## Controller cloud benchmark: {args.nodes} instances")
@@ -178,18 +195,20 @@ def report(
         f"| median / p99 node Ready | {times[len(times) // 2]:.1f} s / "
         f"{times[min(len(times) - 1, int(0.99 * len(times)))]:.1f} s |"
     )
-    print(f"| API calls per node (received by ECS) | {total / args.nodes:.2f} |")
-    print(
-        f"| minimum calls per node by type | {', '.join(f'{t}: {n}' for t, n in needed.items())} |"
-    )
+    print(f"| API calls per node (sent; ECS received {received}) | {total / args.nodes:.2f} |")
+    minimum_by_type = ", ".join(f"{t}: {n}" for t, n in needed.items())
+    print(f"| unbatchable calls per node by type | {minimum_by_type} |")
     print(f"| reconcile passes per node | {sum(p for _, p in outcomes) / args.nodes:.2f} |")
-    print(f"| throttled by ECS | {errors.get('Throttling.User', 0)} |")
-    print(f"| client retries | {sum(cloud.stats.retries.values())} |")
+    print(f"| throttled by ECS | {metrics.value(THROTTLES):.0f} |")
+    print(f"| client retries | {metrics.value(RETRIES):.0f} |")
     expected = per_type[GPU_TWO_CARDS.name]  # one new ERI per two-card node; card 0 converts
     print(f"| ERIs created (expected) | {created} ({expected}) |")
     print(f"| controller peak RSS | {rss_mib:.0f} MiB |")
     print()
-    print("calls by action: " + ", ".join(f"{a} {n}" for a, n in sorted(calls.items())))
+    print(
+        "calls per node by action: "
+        + ", ".join(f"{a} {n / args.nodes:.3f}" for a, n in calls.items())
+    )
 
 
 def main() -> None:

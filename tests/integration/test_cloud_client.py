@@ -37,8 +37,10 @@ async def emu() -> AsyncIterator[EcsEmulator]:
 
 
 async def until_ready(cloud, instance, caps, passes: int = 10, **kwargs):
+    """Passes until Ready; each looks the instance (and so its attached ENIs) up again."""
     result = None
     for _ in range(passes):
+        instance, _caps = await lookup(cloud, instance.id)
         result = await ensure_eris(cloud, instance, caps, **kwargs)
         if result.ready or not result.supported:
             return result
@@ -132,7 +134,7 @@ async def test_throttling_storm_is_ridden_out_with_counted_retries(emu: EcsEmula
     instance, caps = await lookup(cloud, record.id)
     result = await until_ready(cloud, instance, caps)
     assert result.ready
-    assert sum(cloud.stats.retries.values()) == 12
+    assert cloud.metrics.value("erdma_controller_ecs_retries_total") == 12
     assert emu.faults.errors["Throttling.User"] == 12
 
 
@@ -157,9 +159,13 @@ async def test_server_errors_and_timeouts_are_retried(emu: EcsEmulator) -> None:
     emu.faults.inject("DescribeNetworkInterfaces", delay=1.0, times=1)
     result = await until_ready(cloud, instance, caps)
     assert result.ready
-    assert cloud.stats.retries["CreateNetworkInterface"] == 2
-    assert cloud.stats.retries["AttachNetworkInterface"] == 1
-    assert cloud.stats.retries["DescribeNetworkInterfaces"] == 1
+    retries = {
+        action: cloud.metrics.value("erdma_controller_ecs_retries_total", action=action)
+        for action in ("CreateNetworkInterface", "AttachNetworkInterface")
+    }
+    assert retries == {"CreateNetworkInterface": 2, "AttachNetworkInterface": 1}
+    describe = "DescribeNetworkInterfaces"
+    assert cloud.metrics.value("erdma_controller_ecs_retries_total", action=describe) == 1
     assert len([e for e in emu.world.enis.values() if e.type == "Secondary"]) == 1
 
 
@@ -379,3 +385,23 @@ def test_backoff_is_jittered_under_an_exponential_cap() -> None:
         samples = [policy.backoff(attempt, rng) for _ in range(200)]
         assert min(samples) >= cap / 2 and max(samples) <= cap
         assert max(samples) - min(samples) > cap * 0.4  # spread over [cap/2, cap], not fixed
+
+
+async def test_concurrent_passes_share_their_look_ups(emu: EcsEmulator) -> None:
+    """Nodes joining together cost their mutations plus a few shared look-ups, not 6 calls each."""
+    ids = [emu.world.add_instance(GENERAL_ERI.name).id for _ in range(30)]
+    cloud = cloud_for(emu)
+
+    async def bring_up(instance_id: str) -> bool:
+        instance, caps = await lookup(cloud, instance_id)
+        return (await ensure_eris(cloud, instance, caps)).ready
+
+    assert all(await asyncio.gather(*(bring_up(i) for i in ids)))
+    calls = emu.faults.calls
+    assert calls["ModifyNetworkInterfaceAttribute"] == 30  # one conversion per node
+    assert calls["DescribeInstances"] == 1  # 30 look-ups by id in one request
+    assert calls["DescribeNetworkInterfaces"] <= 2  # a slow machine may split the window
+    assert calls["TagResources"] <= 3  # 30 primaries with the same tag
+    for instance_id in ids:
+        (primary,) = eris_of(emu, instance_id)
+        assert primary.tags == {"terway.alibabacloud.com/excluded": "true"}

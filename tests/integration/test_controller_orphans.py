@@ -131,3 +131,19 @@ async def test_killed_mid_call_then_node_deleted_leaks_nothing(
     assert {d.id for d in crd.parse(obj).devices if not d.is_primary_eni} == kept
     assert set(attached.values()) - {inst.primary_eni_id} <= kept  # adopted, not replaced
     assert leaked(emu.world) == []
+
+
+async def test_cleanup_running_instances_deletes_eris_of_a_node_deleted_while_it_runs(
+    kube_api, emu, k8s
+):
+    inst = emu.world.add_instance(GPU_TWO_CARDS.name)
+    cloud = cloud_for(emu)
+    async with running_controller(kube_api.kubeconfig, cloud, cleanupRunningInstances=True):
+        name = await add_node(k8s, inst)
+        await eventually(lambda: ready_device(k8s, name))
+        (created,) = ours(emu.world, inst.id)
+        await delete_node(k8s, name)  # kubectl delete node, the instance keeps running
+        await object_gone(k8s, name)
+        assert await until(lambda: created.id not in emu.world.enis, timeout=10) is not None
+    assert inst.id in emu.world.instances  # still running: never released
+    assert emu.faults.calls["DetachNetworkInterface"] == 1

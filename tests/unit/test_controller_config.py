@@ -46,6 +46,7 @@ def test_defaults_match_reference_and_clean_up():
     assert cfg.manage_non_owned_enis is True
     assert cfg.wait_node_ready_timeout_seconds == 300
     assert cfg.cleanup_on_node_delete is True
+    assert cfg.cleanup_running_instances is False  # a running instance keeps its ERIs
     assert cfg.lease_name == "26dc1c71.alibabacloud.com"
 
 
@@ -68,6 +69,10 @@ def test_node_selector_is_exact_label_match():
         ),
         ({"waitNodeReadyTimeoutSeconds": "soon"}, "value 'soon' is invalid"),
         ({"manageNonOwnedENIs": "maybe"}, "key 'manageNonOwnedENIs': value 'maybe' is invalid"),
+        (
+            {"cleanupRunningInstances": "sometimes"},
+            "key 'cleanupRunningInstances': value 'sometimes' is invalid",
+        ),
         ({"nodeSelector": ["a=b"]}, "key 'nodeSelector': value ['a=b'] is invalid"),
         ({"nodeSelector": {"a": 1}}, "key 'nodeSelector.a': value 1 is invalid"),
         ({"nodeSelector": {" ": "x"}}, "label keys must not be empty"),

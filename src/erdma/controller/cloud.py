@@ -13,6 +13,7 @@ existing name or signature is listed here.
 
 Changes:
 - added ``hint_for`` and ``is_retryable`` (ECS error-code helpers)
+- added ``Instance.eni_ids`` and ``CloudApi.leftover_eris``
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ class Instance:
     private_ip: str
     primary_eni_id: str
     status: str = "Running"
+    #: every ENI DescribeInstances lists as attached (primary included); empty when unknown
+    eni_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,10 @@ class CloudApi(Protocol):
 
     async def describe_enis(self, eni_ids: Sequence[str]) -> list[Eni]:
         """The given ENIs (missing ones are simply absent), over all pages."""
+        ...
+
+    async def leftover_eris(self, instance_id: str) -> list[Eni]:
+        """Available (unattached) ERIs this controller created for the instance."""
         ...
 
     async def create_eri(

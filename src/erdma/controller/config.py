@@ -118,6 +118,12 @@ class ControllerConfig(BaseModel):
         description="delete our ERIs once their Node is gone and ECS says the instance is "
         "released (or they were never attached); false: never",
     )
+    cleanup_running_instances: bool = Field(
+        False,
+        alias="cleanupRunningInstances",
+        description="with cleanupOnNodeDelete, also detach and delete our ERIs of a deleted Node "
+        "whose instance still runs (for clusters whose deleted Nodes never come back)",
+    )
     pending_requeue_seconds: float = Field(
         10.0,
         gt=0,
@@ -149,7 +155,11 @@ class ControllerConfig(BaseModel):
         description="time until a crashed leader is replaced",
     )
     health_port: int = Field(
-        8081, ge=0, le=65535, alias="healthPort", description="/healthz and /readyz; 0 turns it off"
+        8081,
+        ge=0,
+        le=65535,
+        alias="healthPort",
+        description="/healthz, /readyz and the Prometheus /metrics; 0 turns them off",
     )
     ecs_endpoint: str = Field(
         "",

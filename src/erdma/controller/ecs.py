@@ -6,6 +6,10 @@ wait for the token bucket, call the SDK's async method, and on failure decide be
 exponential backoff) and raising a ``CloudError`` that names the ECS code, the action and what
 a person can do about it.  The SDK's own retry is left off so there is exactly one retry
 policy.  List calls follow ``NextToken`` to the last page.
+
+Look-ups by id (instances, ENIs), the search for leftover ERIs and tagging are coalesced over
+``batch_window`` across concurrent reconciles (``erdma.controller.batching``): a fleet joining
+costs one DescribeInstances per 100 Nodes, not one per Node.
 Responses become ``CloudApi`` dataclasses in ``ecs_responses``.
 """
 
@@ -14,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -25,59 +28,28 @@ from alibabacloud_tea_openapi.models import Config as OpenApiConfig  # type: ign
 from alibabacloud_tea_util.models import RuntimeOptions  # type: ignore[import-untyped]
 
 from erdma.controller import ecs_responses as responses
+from erdma.controller.batching import Coalescer
 from erdma.controller.cloud import (
+    CREATOR_TAG_KEY,
+    CREATOR_TAG_VALUE,
+    ENI_AVAILABLE,
+    INSTANCE_ID_TAG_KEY,
     TRAFFIC_HIGH_PERFORMANCE,
     CloudError,
     Eni,
     Instance,
     InstanceTypeCaps,
-    hint_for,
-    is_retryable,
 )
+from erdma.controller.ecs_errors import classify
+from erdma.controller.metrics import ControllerMetrics
 from erdma.controller.ratelimit import RetryPolicy, ThrottleGate, ThrottlePolicy, TokenBucket
 
 PAGE_SIZE = 100  # MaxResults and NetworkInterfaceId.N both cap at 100 per request
 TAG_BATCH = 50  # TagResources accepts at most 50 resource ids
+LEFTOVER_BATCH = 1000  # instances whose leftovers one region-wide query looks for
 USER_AGENT = "erdma-k8s-controller/0.1"
 
 Resp = TypeVar("Resp")
-
-
-def classify(exc: BaseException, action: str, timeout: float) -> CloudError:
-    """Turn whatever the SDK raised into a ``CloudError`` that says if a retry can help."""
-    inner = getattr(exc, "inner_exception", None)
-    if isinstance(inner, BaseException) and not getattr(exc, "data", None):
-        exc = inner
-    code = getattr(exc, "code", None)
-    data = getattr(exc, "data", None)
-    if isinstance(code, str) and code and isinstance(data, dict) and "statusCode" in data:
-        status = int(data.get("statusCode") or 0)
-        message = str(data.get("Message") or getattr(exc, "message", ""))
-        return CloudError(
-            code,
-            action,
-            message,
-            hint=hint_for(code, action),
-            request_id=str(data.get("RequestId") or ""),
-            http_status=status,
-            retryable=is_retryable(code, status),
-        )
-    name = type(exc).__name__
-    text = str(getattr(exc, "message", "") or exc)
-    transport = (
-        name == "RetryError" or isinstance(exc, OSError) or "aiohttp" in type(exc).__module__
-    )
-    if isinstance(exc, TimeoutError) or (transport and "timeout" in f"{name} {text}".lower()):
-        hint = hint_for("Timeout", action)
-        return CloudError(
-            "Timeout", action, f"no answer within {timeout:g}s", hint=hint, retryable=True
-        )
-    if transport:
-        hint = hint_for("NetworkError", action)
-        return CloudError("NetworkError", action, f"{name}: {text}", hint=hint, retryable=True)
-    if type(exc).__module__.startswith("alibabacloud_credentials"):
-        return CloudError("CredentialError", action, str(exc), hint=hint_for("Credential", action))
-    return CloudError("SdkError", action, f"{type(exc).__name__}: {exc}")
 
 
 @dataclass(frozen=True)
@@ -93,6 +65,7 @@ class EcsSettings:
     timeout_seconds: float = 10.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     throttle: ThrottlePolicy = field(default_factory=ThrottlePolicy)
+    batch_window: float = 0.1
 
     def __post_init__(self) -> None:
         if not self.region:
@@ -105,6 +78,8 @@ class EcsSettings:
             raise ValueError(f"ecsBurst {self.burst!r} is invalid; use a number >= 1")
         if self.timeout_seconds <= 0:
             raise ValueError(f"ecsTimeoutSeconds {self.timeout_seconds!r} is invalid; use > 0")
+        if self.batch_window < 0:
+            raise ValueError(f"batch window {self.batch_window!r} s is invalid; use >= 0")
 
     @property
     def resolved_endpoint(self) -> str:
@@ -113,15 +88,6 @@ class EcsSettings:
             return self.endpoint
         kind = "ecs" if self.public_network else "ecs-vpc"
         return f"{kind}.{self.region}.aliyuncs.com"
-
-
-@dataclass
-class CallStats:
-    """Calls and retries per action, for metrics and benchmarks."""
-
-    calls: Counter[str] = field(default_factory=Counter)
-    retries: Counter[str] = field(default_factory=Counter)
-    failures: Counter[str] = field(default_factory=Counter)
 
 
 class EcsCloud:
@@ -134,15 +100,21 @@ class EcsCloud:
         *,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         self.region = settings.region
         self.settings = settings
-        self.stats = CallStats()
+        self.metrics = metrics or ControllerMetrics()
         self.bucket = TokenBucket(settings.rate_limit, settings.burst)
         self._rng = rng or random.Random()
         self._sleep = sleep
         self.throttle = ThrottleGate(settings.throttle, rng=self._rng, sleep=sleep)
         self._caps: dict[str, asyncio.Future[InstanceTypeCaps]] = {}
+        window = settings.batch_window
+        self._instances = Coalescer(self._instances_by_id, window=window, max_batch=PAGE_SIZE)
+        self._enis = Coalescer(self._enis_by_id, window=window, max_batch=PAGE_SIZE)
+        self._leftovers = Coalescer(self._available_owned, window=window, max_batch=LEFTOVER_BATCH)
+        self._taggers: dict[frozenset[tuple[str, str]], Coalescer[str, None]] = {}
         self._client = EcsClient(
             OpenApiConfig(
                 credential=credential,
@@ -167,22 +139,23 @@ class EcsCloud:
         for attempt in range(policy.max_attempts):
             await self.throttle.wait(action)
             await self.bucket.acquire()
-            self.stats.calls[action] += 1
             started = self.throttle.clock()
             try:
                 response = await method(request, self._runtime())
             except Exception as exc:  # the SDK raises several unrelated exception types
                 error = classify(exc, action, self.settings.timeout_seconds)
+                self.metrics.ecs_answered(action, error.code)
                 throttled = error.code.startswith("Throttling")
                 if throttled:
+                    self.metrics.ecs_throttles.labels(action).inc()
                     self.throttle.throttled(action, started)
                 if not error.retryable or attempt + 1 == policy.max_attempts:
-                    self.stats.failures[error.code] += 1
                     raise error from exc
-                self.stats.retries[action] += 1
+                self.metrics.ecs_retries.labels(action).inc()
                 if not throttled:  # a throttled API waits for its cool-down instead
                     await self._sleep(policy.backoff(attempt, self._rng))
                 continue
+            self.metrics.ecs_answered(action)
             self.throttle.succeeded(action, started)
             return response
         raise AssertionError("unreachable: the loop returns or raises")
@@ -192,29 +165,42 @@ class EcsCloud:
     async def find_instance(
         self, instance_id: str | None = None, private_ip: str | None = None
     ) -> Instance | None:
-        """DescribeInstances by id, then by private IP."""
-        lookups = []
-        if instance_id:
-            lookups.append({"instance_ids": json.dumps([instance_id])})
-        if private_ip:
-            lookups.append({"private_ip_addresses": json.dumps([private_ip])})
-        if not lookups:
+        """DescribeInstances by id (batched with concurrent look-ups), then by private IP."""
+        if not instance_id and not private_ip:
             raise ValueError("find_instance needs instance_id or private_ip")
-        for query in lookups:
-            request = ecs_models.DescribeInstancesRequest(region_id=self.region, **query)
-            client = self._client.describe_instances_with_options_async
+        if instance_id:
+            found = await self._instances.get(instance_id)
+            if found is not None or not private_ip:
+                return found
+        query = {"private_ip_addresses": json.dumps([private_ip])}
+        matches = await self._describe_instances(query)
+        if len(matches) > 1:
+            raise CloudError(
+                "AmbiguousPrivateIp",
+                "DescribeInstances",
+                f"{len(matches)} instances match {query}",
+                hint="the node's InternalIP is not unique in this region; set providerID",
+            )
+        return matches[0] if matches else None
+
+    async def _instances_by_id(self, ids: list[str]) -> dict[str, Instance]:
+        found = await self._describe_instances({"instance_ids": json.dumps(ids)})
+        return {i.id: i for i in found}
+
+    async def _describe_instances(self, query: Mapping[str, str]) -> list[Instance]:
+        found: list[Instance] = []
+        token = ""
+        client = self._client.describe_instances_with_options_async
+        while True:
+            request = ecs_models.DescribeInstancesRequest(
+                region_id=self.region, max_results=PAGE_SIZE, next_token=token or None, **query
+            )
             resp = await self._call("DescribeInstances", client, request)
-            found = resp.body.instances.instance if resp.body.instances else []
-            if len(found) > 1:
-                raise CloudError(
-                    "AmbiguousPrivateIp",
-                    "DescribeInstances",
-                    f"{len(found)} instances match {query}",
-                    hint="the node's InternalIP is not unique in this region; set providerID",
-                )
-            if found:
-                return responses.instance(found[0], self.region)
-        return None
+            items = resp.body.instances.instance if resp.body.instances else []
+            found.extend(responses.instance(i, self.region) for i in items or [])
+            token = resp.body.next_token or ""
+            if not token:
+                return found
 
     async def instance_type_caps(self, instance_type: str) -> InstanceTypeCaps:
         """DescribeInstanceTypes, once per type: concurrent callers share one request."""
@@ -274,13 +260,28 @@ class EcsCloud:
         return await self._describe(tag=tag)
 
     async def describe_enis(self, eni_ids: Sequence[str]) -> list[Eni]:
-        """The given ENIs, 100 ids per request."""
-        found: list[Eni] = []
-        for start in range(0, len(eni_ids), PAGE_SIZE):
-            found.extend(
-                await self._describe(network_interface_id=list(eni_ids[start : start + PAGE_SIZE]))
-            )
-        return found
+        """The given ENIs, batched (100 ids per request) with concurrent look-ups."""
+        found = await asyncio.gather(*(self._enis.get(i) for i in dict.fromkeys(eni_ids)))
+        return [e for e in found if e is not None]
+
+    async def _enis_by_id(self, ids: list[str]) -> dict[str, Eni]:
+        return {e.id: e for e in await self._describe(network_interface_id=ids)}
+
+    async def leftover_eris(self, instance_id: str) -> list[Eni]:
+        """Available ERIs of ours for the instance: one region-wide query serves a batch."""
+        return list(await self._leftovers.get(instance_id) or ())
+
+    async def _available_owned(self, instance_ids: list[str]) -> dict[str, tuple[Eni, ...]]:
+        creator = ecs_models.DescribeNetworkInterfacesRequestTag(
+            key=CREATOR_TAG_KEY, value=CREATOR_TAG_VALUE
+        )
+        wanted = set(instance_ids)
+        found: dict[str, list[Eni]] = {}
+        for eni in await self._describe(tag=[creator], status=ENI_AVAILABLE):
+            owner = eni.tags.get(INSTANCE_ID_TAG_KEY, "")
+            if owner in wanted:
+                found.setdefault(owner, []).append(eni)
+        return {k: tuple(v) for k, v in found.items()}
 
     async def create_eri(
         self,
@@ -358,13 +359,25 @@ class EcsCloud:
         )
 
     async def tag_enis(self, eni_ids: Sequence[str], tags: Mapping[str, str]) -> None:
-        """TagResources, 50 ENIs per request."""
-        tag = [ecs_models.TagResourcesRequestTag(key=k, value=v) for k, v in tags.items()]
-        for start in range(0, len(eni_ids), TAG_BATCH):
-            request = ecs_models.TagResourcesRequest(
-                region_id=self.region,
-                resource_type="eni",
-                resource_id=list(eni_ids[start : start + TAG_BATCH]),
-                tag=tag,
-            )
-            await self._call("TagResources", self._client.tag_resources_with_options_async, request)
+        """TagResources: requests with the same tags are batched, 50 ENIs per request."""
+        key = frozenset(tags.items())
+        tagger = self._taggers.get(key)
+        if tagger is None:
+            wanted = dict(tags)
+
+            async def tag(ids: list[str]) -> dict[str, None]:
+                await self._tag(ids, wanted)
+                return {}
+
+            tagger = Coalescer(tag, window=self.settings.batch_window, max_batch=TAG_BATCH)
+            self._taggers[key] = tagger
+        await asyncio.gather(*(tagger.get(i) for i in dict.fromkeys(eni_ids)))
+
+    async def _tag(self, eni_ids: list[str], tags: Mapping[str, str]) -> None:
+        request = ecs_models.TagResourcesRequest(
+            region_id=self.region,
+            resource_type="eni",
+            resource_id=eni_ids,
+            tag=[ecs_models.TagResourcesRequestTag(key=k, value=v) for k, v in tags.items()],
+        )
+        await self._call("TagResources", self._client.tag_resources_with_options_async, request)

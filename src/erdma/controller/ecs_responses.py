@@ -72,6 +72,7 @@ def instance(item: Any, region: str) -> Instance:
         private_ip=ips[0] if ips else "",
         primary_eni_id=primary,
         status=item.status or "",
+        eni_ids=tuple(n.network_interface_id for n in nics or [] if n.network_interface_id),
     )
 
 

@@ -18,8 +18,10 @@ import logging
 from dataclasses import dataclass
 
 from erdma.controller.cloud import (
+    CREATOR_TAG_KEY,
     ENI_AVAILABLE,
     ENI_IN_USE,
+    TERWAY_EXCLUDED_TAG_KEY,
     CloudApi,
     CloudError,
     Eni,
@@ -207,12 +209,15 @@ async def ensure_eris(
 ) -> EnsureResult:
     """One reconcile pass: look, plan, act.  Call again until ``ready``; every step is idempotent.
 
+    ``instance`` comes from this pass's look-up: its ``eni_ids`` (what DescribeInstances listed
+    as attached) are the ENIs the pass describes.
+
     Raises ``CloudError`` only when the instance's ENIs cannot even be listed.
     """
-    enis = await cloud.list_enis(instance.id)
+    enis = await _attached(cloud, instance)
     plan = plan_eris(instance, caps, enis, manage_non_owned=manage_non_owned)
     if plan.creates:
-        leftovers = await cloud.list_enis_by_tags(owned_tags(instance.id))
+        leftovers = await cloud.leftover_eris(instance.id)
         plan = plan_eris(
             instance, caps, enis, leftovers=leftovers, manage_non_owned=manage_non_owned
         )
@@ -223,17 +228,37 @@ async def ensure_eris(
     return EnsureResult(True, tuple(devices), plan.problem, plan.card_count)
 
 
+async def _attached(cloud: CloudApi, instance: Instance) -> list[Eni]:
+    """The instance's ENIs: by the ids DescribeInstances listed (batched), else by instance."""
+    if not instance.eni_ids:
+        return await cloud.list_enis(instance.id)
+    found = await cloud.describe_enis(instance.eni_ids)
+    return [e for e in found if e.instance_id == instance.id]
+
+
+def _wanted_tags(eni: Eni, instance_id: str) -> dict[str, str]:
+    """The tags an ERI in use should carry; a primary ENI only needs the Terway exclusion."""
+    if eni.is_primary:
+        return {TERWAY_EXCLUDED_TAG_KEY: "true"}
+    return {k: v for k, v in owned_tags(instance_id).items() if k != CREATOR_TAG_KEY}
+
+
 async def _backfill_tags(cloud: CloudApi, instance: Instance, plan: EriPlan) -> None:
-    """Tag adopted ERIs so Terway leaves them alone; best effort, like the reference."""
-    wanted = {k: v for k, v in owned_tags(instance.id).items() if k != "creator"}
-    untagged = [
-        c.eni.id
-        for c in plan.cards
-        if c.eni is not None and any(c.eni.tags.get(k) != v for k, v in wanted.items())
-    ]
-    if untagged:
+    """Tag adopted ERIs so Terway leaves them alone; best effort, like the reference.
+
+    A converted primary ENI is found through its instance, never by tag, so it gets the Terway
+    exclusion only: every primary then carries the same tags and one request tags 50 of them.
+    """
+    groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for card in plan.cards:
+        if card.eni is None:
+            continue
+        wanted = _wanted_tags(card.eni, instance.id)
+        if any(card.eni.tags.get(k) != v for k, v in wanted.items()):
+            groups.setdefault(tuple(sorted(wanted.items())), []).append(card.eni.id)
+    for tags, untagged in groups.items():
         try:
-            await cloud.tag_enis(untagged, wanted)
+            await cloud.tag_enis(untagged, dict(tags))
         except CloudError as exc:
             log.warning(
                 "could not tag ERIs %s (best effort; grant ecs:TagResources to stop this): %s",

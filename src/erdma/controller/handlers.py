@@ -154,7 +154,8 @@ async def run_operator(
     ready: asyncio.Event | None = None,
 ) -> None:
     """kopf, the workers and the orphan sweeps, until ``stop`` is set or the task is cancelled."""
-    queue = WorkQueue()
+    queue = WorkQueue(observe_wait=reconciler.metrics.queue_wait.observe)
+    reconciler.metrics.watch_queue(queue.__len__)
     registry = build_registry(reconciler, queue, kubeconfig)
     sweeper = OrphanSweeper(reconciler.kube, reconciler.cloud, reconciler.config)
     background = [

@@ -3,7 +3,8 @@
 Startup fails fast with one clear line for a bad config, bad credential file or unreachable
 region lookup. The health endpoint (``/healthz``, ``/readyz``) answers from the first second on
 every replica, leader or standby, so Kubernetes probes do not restart a healthy standby; both
-say whether this replica leads.
+say whether this replica leads. The same port serves the Prometheus metrics at ``/metrics``
+(``erdma.controller.metrics``); a standby's show no reconciles and no ECS calls.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import click
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from erdma.aio import Heartbeat, OnFailure, SupervisedTask, Supervisor
 from erdma.controller.cloud import CloudApi
@@ -34,6 +36,7 @@ from erdma.controller.credentials import (
 )
 from erdma.controller.ecs import EcsCloud, EcsSettings
 from erdma.controller.handlers import run_operator
+from erdma.controller.metrics import ControllerMetrics
 from erdma.controller.reconcile import NodeReconciler
 from erdma.controller.serving import ServingLoop
 from erdma.controller.webhook_certs import WebhookCertError
@@ -81,10 +84,17 @@ class Health:
                 problem = f"the API server has not answered for {silent:.0f}s"
         return self._answer(problem)
 
-    async def serve(self, port: int) -> web.AppRunner:
+    async def serve(self, port: int, registry: CollectorRegistry) -> web.AppRunner:
+        """Probes and, at ``/metrics``, the Prometheus metrics of ``registry`` on ``port``."""
+
+        async def scrape(_: web.Request) -> web.Response:
+            body = generate_latest(registry)
+            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
         app = web.Application()
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/readyz", self.readyz)
+        app.router.add_get("/metrics", scrape)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, "0.0.0.0", port).start()
@@ -100,8 +110,12 @@ async def run_controller(
     identity: str | None = None,
     health_port: int | None = None,
     stop: asyncio.Event | None = None,
+    controller_metrics: ControllerMetrics | None = None,
 ) -> None:
     """Run until ``stop`` is set (or the task is cancelled); the in-process entry for tests.
+
+    The metrics served are ``controller_metrics``, by default those of ``cloud`` when it is an
+    ``EcsCloud`` (so ECS calls and reconciles share one registry).
 
     The background work runs under one `Supervisor`: the webhook certificate keeper restarts
     with backoff when it dies (the served certificate stays valid meanwhile), while a failure
@@ -118,17 +132,26 @@ async def run_controller(
             identity or f"{socket.gethostname()}_{uuid.uuid4()}",
             config.lease_duration_seconds,
         )
+    if controller_metrics is None:
+        own = cloud.metrics if isinstance(cloud, EcsCloud) else None
+        controller_metrics = own or ControllerMetrics()
     health = Health(elector)  # before serving: a starting replica must not read as leader
     port = config.health_port if health_port is None else health_port
     serving = ServingLoop()
-    runner = await serving.run(health.serve(port)) if port else None
+    runner = await serving.run(health.serve(port, controller_metrics.registry)) if port else None
     webhook = None
     try:
         tasks = [SupervisedTask("heartbeat", health.heartbeat.beat_forever)]
         if config.enable_webhook:
             webhook, keeper = await start_webhooks(config, client, serving)
             tasks.append(keeper)
-        reconciler = NodeReconciler(KubeApi(client), cloud, config, EventRecorder(client))
+        reconciler = NodeReconciler(
+            KubeApi(client),
+            cloud,
+            config,
+            EventRecorder(client),
+            controller_metrics=controller_metrics,
+        )
 
         async def work() -> None:
             await run_operator(reconciler, kubeconfig, stop=stop)

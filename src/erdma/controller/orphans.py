@@ -102,9 +102,11 @@ class OrphanSweeper:
             if nodes.has(instance_id):
                 continue
             instance = await self.cloud.find_instance(instance_id=instance_id)
-            if instance is None:
-                results.append(await self._instance_gone(instance_id))
-            elif not nodes.has(instance_id, instance):
+            if instance is not None and nodes.has(instance_id, instance):
+                continue
+            if instance is None or self.config.cleanup_running_instances:
+                results.append(await self._delete_all(instance_id))
+            else:
                 results.append(await self._instance_runs(instance_id, enis))
         waiting = {w for r in results for w in r.waiting}
         self._suspects = waiting
@@ -116,11 +118,12 @@ class OrphanSweeper:
             errors=tuple(e for r in results for e in r.errors),
         )
 
-    async def _instance_gone(self, instance_id: str) -> SweepResult:
+    async def _delete_all(self, instance_id: str) -> SweepResult:
+        """The instance is released, or runs and `cleanupRunningInstances` lets its ERIs go."""
         cleaned = await cleanup_eris(self.cloud, instance_id)
         if cleaned.deleted or cleaned.detaching:
             log.info(
-                "instance %s is gone and no Node stands for it: deleting its ERIs %s",
+                "no Node stands for instance %s: deleting its ERIs %s",
                 instance_id, ", ".join(cleaned.deleted + cleaned.detaching),
             )  # fmt: skip
         return SweepResult(cleaned.deleted, cleaned.detaching, errors=cleaned.errors)

@@ -7,7 +7,8 @@ them). When the Node is deleted, the object's finalizer is dropped only after
 ``orphans.cleanup_for_gone_node`` ran: it deletes the ERIs this controller created only once
 their instance is gone, and never touches others. Each cloud action and failure becomes an
 Event on the Node. ``reconcile`` returns the delay after which the Node should be looked at
-again, or None when only a watch event should wake it.
+again, or None when only a watch event should wake it, and counts the pass by result in the
+controller's metrics.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from erdma.controller import device_report
+from erdma.controller import device_report, metrics
 from erdma.controller.cloud import CloudApi, CloudError, Instance
 from erdma.controller.config import ControllerConfig
 from erdma.controller.device_report import REASON_CLOUD_FAILED
 from erdma.controller.eri import CleanupResult, EnsureResult, cleanup_eris, ensure_eris
+from erdma.controller.metrics import ControllerMetrics
 from erdma.controller.nodes import instance_id_from_provider, internal_ip, node_ready
 from erdma.controller.orphans import cleanup_for_gone_node
 from erdma.kube import crd
@@ -54,7 +56,9 @@ class NodeReconciler:
         config: ControllerConfig,
         events: EventRecorder,
         clock: Callable[[], float] = time.time,
+        controller_metrics: ControllerMetrics | None = None,
     ) -> None:
+        self.metrics = controller_metrics or ControllerMetrics()
         self.kube = kube
         self.cloud = cloud
         self.config = config
@@ -63,15 +67,28 @@ class NodeReconciler:
 
     async def reconcile(self, name: str) -> float | None:
         """Bring Node ``name`` and its ERdmaDevice in line; returns the requeue delay."""
+        started = time.monotonic()
+        try:
+            result, delay = await self._pass(name)
+        except Exception:
+            self.metrics.reconciles.labels(metrics.RESULT_CRASHED).inc()
+            raise
+        finally:
+            self.metrics.reconcile_seconds.observe(time.monotonic() - started)
+        self.metrics.reconciles.labels(result).inc()
+        return delay
+
+    async def _pass(self, name: str) -> tuple[str, float | None]:
+        """One pass: the result (for the metrics) and the requeue delay."""
         node = await self.kube.get_node(name)
         if node is None or node["metadata"].get("deletionTimestamp"):
-            return await self.node_gone(name)
+            return metrics.RESULT_REMOVED, await self.node_gone(name)
         if not self.config.owns(node["metadata"].get("labels")):
             log.debug("node %s does not match nodeSelector; not managed", name)
-            return None
+            return metrics.RESULT_IGNORED, None
         wait = self._ready_gate(node)
         if wait is not None:
-            return wait
+            return metrics.RESULT_WAITING, wait
         try:
             instance = await self._instance(node)
             caps = await self.cloud.instance_type_caps(instance.instance_type)
@@ -83,12 +100,12 @@ class NodeReconciler:
                 token_salt=str(node["metadata"].get("uid", "")),
             )
         except Skip:
-            return self.config.error_requeue_seconds
+            return metrics.RESULT_FAILED, self.config.error_requeue_seconds
         except CloudError as exc:
             await self.events.record(node, "Warning", REASON_CLOUD_FAILED, str(exc))
-            return self.config.error_requeue_seconds
+            return metrics.RESULT_FAILED, self.config.error_requeue_seconds
         if not result.supported:
-            return await self._not_supported(node, instance, result)
+            return metrics.RESULT_UNSUPPORTED, await self._not_supported(node, instance, result)
         return await self._write(node, instance, result)
 
     def _ready_gate(self, node: Mapping[str, Any]) -> float | None:
@@ -146,14 +163,15 @@ class NodeReconciler:
 
     async def _write(
         self, node: Mapping[str, Any], instance: Instance, result: EnsureResult
-    ) -> float:
+    ) -> tuple[str, float]:
         name = node["metadata"]["name"]
         current = await self.kube.get_device(name)
         before = crd.parse(current) if current is not None else None
         if current is not None and before is not None and before.deleting:
             # Deleted by a person while the Node lives: let it go; the next pass recreates it.
             await self.kube.drop_finalizer(current)
-            return self.config.pending_requeue_seconds
+            self.metrics.forget_node(name)
+            return metrics.RESULT_PENDING, self.config.pending_requeue_seconds
         jumbo = await self._jumbo(node, instance, before)
         await device_report.report(self.events, node, result, before)
         devices = device_report.spec_devices(instance, result)
@@ -173,11 +191,12 @@ class NodeReconciler:
         status = device_report.status_body(statuses, result)
         if current.get("status") != status:
             await self.kube.patch_device_status(name, status)
+        self.metrics.set_node_eris(name, (s.status for s in statuses))
         if result.ready and jumbo.known:
-            return self.config.reverify_interval_seconds
+            return metrics.RESULT_READY, self.config.reverify_interval_seconds
         if not jumbo.known or result.problem or any(s.status == crd.FAILED for s in statuses):
-            return self.config.error_requeue_seconds
-        return self.config.pending_requeue_seconds
+            return metrics.RESULT_FAILED, self.config.error_requeue_seconds
+        return metrics.RESULT_PENDING, self.config.pending_requeue_seconds
 
     async def _jumbo(
         self, node: Mapping[str, Any], instance: Instance, before: crd.ERdmaDevice | None
@@ -203,12 +222,13 @@ class NodeReconciler:
         """The Node is deleted: clean up its ERIs (as far as allowed), then remove its object."""
         current = await self.kube.get_device(name)
         if current is None:
+            self.metrics.forget_node(name)
             return None
         ref = {"metadata": {"name": name, "uid": _owner_uid(current)}}
         return await self._remove(current, ref, node_gone=True)
 
     async def _cleanup(self, instance_id: str, node_gone: bool) -> CleanupResult:
-        if node_gone:
+        if node_gone and not self.config.cleanup_running_instances:
             return await cleanup_for_gone_node(self.cloud, self.kube, instance_id)
         return await cleanup_eris(self.cloud, instance_id)
 
@@ -247,6 +267,7 @@ class NodeReconciler:
                 return self.config.pending_requeue_seconds
         await self.kube.drop_finalizer(current)
         await self.kube.delete_device(name)
+        self.metrics.forget_node(name)
         log.info("removed ERdmaDevice %s", name)
         return None
 

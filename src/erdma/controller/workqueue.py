@@ -4,6 +4,7 @@ Watch events arrive in bursts (a Node's status changes every few seconds) and re
 the reconciler itself ("still Pending, look again in 10 s"). The queue folds all of that into at
 most one pending run per key at the earliest requested time, and never hands a key to a second
 worker while the first is still on it; an add during processing runs once more afterwards.
+``len(queue)`` and ``observe_wait`` (how long a due key waited for a worker) feed the metrics.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import asyncio
 import contextlib
 import heapq
 import time
+from collections.abc import Callable
 
 
 class WorkQueue:
     """Keys become ready at a due time; ``get`` waits for the earliest ready, idle key."""
 
-    def __init__(self) -> None:
+    def __init__(self, observe_wait: Callable[[float], None] | None = None) -> None:
+        self._observe_wait = observe_wait
         self._due: dict[str, float] = {}
         self._heap: list[tuple[float, str]] = []
         self._active: set[str] = set()
@@ -39,6 +42,10 @@ class WorkQueue:
     def __contains__(self, key: str) -> bool:
         return key in self._due or key in self._active
 
+    def __len__(self) -> int:
+        """Keys waiting to run (due now or later), those queued again while running included."""
+        return len(self._due) + len(self._again)
+
     async def get(self) -> str:
         """The next due key; the caller must call ``done(key)`` afterwards."""
         while True:
@@ -46,9 +53,11 @@ class WorkQueue:
                 heapq.heappop(self._heap)  # superseded entry
             now = time.monotonic()
             if self._heap and self._heap[0][0] <= now:
-                _, key = heapq.heappop(self._heap)
+                due, key = heapq.heappop(self._heap)
                 del self._due[key]
                 self._active.add(key)
+                if self._observe_wait is not None:
+                    self._observe_wait(now - due)
                 return key
             timeout = self._heap[0][0] - now if self._heap else None
             self._changed.clear()

@@ -73,6 +73,16 @@ def json_list(params: Params, name: str) -> list[str]:
     return value
 
 
+def at_most(name: str, values: list[str], limit: int) -> list[str]:
+    """A list parameter ECS caps at ``limit`` entries per request."""
+    if len(values) > limit:
+        raise EcsApiError(
+            f"InvalidParameter.{name}",
+            f"The parameter {name} has {len(values)} entries; at most {limit} are accepted.",
+        )
+    return values
+
+
 def check_region(world: EcsWorld, params: Params) -> None:
     """``RegionId`` must name the emulated region."""
     region = required(params, "RegionId")
@@ -81,7 +91,7 @@ def check_region(world: EcsWorld, params: Params) -> None:
 
 
 def _instance_body(world: EcsWorld, inst: InstanceRecord) -> Body:
-    primary = world.enis[inst.primary_eni_id]
+    """One instance; ``NetworkInterfaces`` lists every ENI attached (or attaching), as ECS does."""
     return {
         "InstanceId": inst.id,
         "InstanceType": inst.instance_type,
@@ -97,11 +107,12 @@ def _instance_body(world: EcsWorld, inst: InstanceRecord) -> Body:
         "NetworkInterfaces": {
             "NetworkInterface": [
                 {
-                    "NetworkInterfaceId": primary.id,
-                    "Type": "Primary",
-                    "MacAddress": primary.mac,
-                    "PrimaryIpAddress": primary.private_ip,
+                    "NetworkInterfaceId": eni.id,
+                    "Type": eni.type,
+                    "MacAddress": eni.mac,
+                    "PrimaryIpAddress": eni.private_ip,
                 }
+                for eni in world.enis_of(inst.id)
             ]
         },
     }
@@ -148,8 +159,8 @@ def _page(params: Params, items: list[Any]) -> tuple[list[Any], Body]:
 
 def describe_instances(world: EcsWorld, params: Params) -> Body:
     check_region(world, params)
-    ids = json_list(params, "InstanceIds")
-    ips = json_list(params, "PrivateIpAddresses")
+    ids = at_most("InstanceIds", json_list(params, "InstanceIds"), 100)
+    ips = at_most("PrivateIpAddresses", json_list(params, "PrivateIpAddresses"), 100)
     found = [
         inst
         for inst in world.instances.values()
@@ -189,7 +200,7 @@ def describe_network_interfaces(world: EcsWorld, params: Params) -> Body:
     check_region(world, params)
     world.settle()
     instance_id = params.get("InstanceId", "")
-    ids = repeated(params, "NetworkInterfaceId")
+    ids = at_most("NetworkInterfaceId", repeated(params, "NetworkInterfaceId"), 100)
     want = tags(params)
     status = params.get("Status", "")
     found = [
@@ -263,7 +274,7 @@ def tag_resources(world: EcsWorld, params: Params) -> Body:
             "InvalidResourceType.NotSupported",
             f"ResourceType {kind!r} is not supported here; the emulator tags 'eni' only.",
         )
-    ids = repeated(params, "ResourceId")
+    ids = at_most("ResourceId", repeated(params, "ResourceId"), 50)
     if not ids:
         required(params, "ResourceId.1")
     new = tags(params)

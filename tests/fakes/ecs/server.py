@@ -25,6 +25,7 @@ from aiohttp import web
 from erdma.aio import AsyncService
 from tests.fakes.ecs.actions import ACTIONS
 from tests.fakes.ecs.faults import FaultPlan
+from tests.fakes.ecs.parameters import check_parameters
 from tests.fakes.ecs.signature import verify_v2, verify_v3
 from tests.fakes.ecs.state import EcsApiError, EcsWorld, InstanceRecord
 
@@ -138,6 +139,7 @@ class EcsEmulator(AsyncService):
                 raise EcsApiError(
                     "InvalidAction.NotFound", f"Specified api {action!r} is not found.", 404
                 )
+            check_parameters(action, params)
             admission = self.faults.admit(action, params)
             if admission.delay > 0:
                 await asyncio.sleep(admission.delay)

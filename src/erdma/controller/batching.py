@@ -1,0 +1,77 @@
+"""Coalescing of concurrent look-ups into one ECS request: the API quota is shared by the account.
+
+Many reconciles run at once (a fleet joining, the periodic re-verification) and each wants a
+few items of the same kind: its instance, its ENIs. ECS answers up to 100 of them per request,
+so a ``Coalescer`` collects the keys asked for during a short window (or until a batch is full)
+and fetches them together; every caller gets its own item. A failed fetch fails every caller of
+that batch with the same error, as if each had made the call itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class Coalescer(Generic[K, V]):
+    """``get(key)`` waits up to ``window`` seconds for company, then one ``fetch`` serves all.
+
+    ``fetch`` receives at most ``max_batch`` distinct keys and returns what it found; a key it
+    leaves out is answered with None.
+    """
+
+    def __init__(
+        self,
+        fetch: Callable[[list[K]], Awaitable[Mapping[K, V]]],
+        *,
+        window: float,
+        max_batch: int,
+    ) -> None:
+        if window < 0 or max_batch < 1:
+            raise ValueError(
+                f"batch window {window!r} s / size {max_batch!r} is invalid; use >= 0 and >= 1"
+            )
+        self._fetch = fetch
+        self._window = window
+        self._max = max_batch
+        self._keys: dict[K, None] = {}
+        self._answer: asyncio.Future[Mapping[K, V]] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def get(self, key: K) -> V | None:
+        """The item for ``key``, fetched together with those asked for by concurrent callers."""
+        if self._answer is None:
+            self._answer = asyncio.get_running_loop().create_future()
+            self._timer = asyncio.get_running_loop().call_later(self._window, self._flush)
+        answer = self._answer
+        self._keys[key] = None
+        if len(self._keys) >= self._max:
+            self._flush()
+        found = await asyncio.shield(answer)
+        return found.get(key)
+
+    def _flush(self) -> None:
+        """Close the open batch and fetch it in the background."""
+        if self._timer is not None:
+            self._timer.cancel()
+        answer, keys = self._answer, list(self._keys)
+        self._answer, self._timer, self._keys = None, None, {}
+        if answer is None:
+            return
+        task = asyncio.ensure_future(self._run(keys, answer))
+        self._running.add(task)  # a reference, so the task is not collected before it ends
+        task.add_done_callback(self._running.discard)
+
+    async def _run(self, keys: list[K], answer: asyncio.Future[Mapping[K, V]]) -> None:
+        try:
+            answer.set_result(await self._fetch(keys))
+        except asyncio.CancelledError:
+            answer.cancel()
+            raise
+        except Exception as exc:  # every waiter of the batch gets the fetch's own error
+            answer.set_exception(exc)
