@@ -1,26 +1,36 @@
 """Agent benchmarks: the real `erdma agent` process against the fake kubelet on a fixture host.
 
 Run: `.venv/bin/python -m bench.bench_agent` (or `make bench`). Prints a Markdown table for
-bench/RESULTS.md. Figures: Allocate latency at 1/16/64 concurrent callers with the floor (a
-no-op unary RPC, GetDevicePluginOptions, on the same socket and client), GetPreferredAllocation
-over 2,000 available IDs, kubelet restart -> re-registered, port down in sysfs -> kubelet sees
-Unhealthy, agent start -> registered, and the agent's RSS.
+bench/RESULTS.md. Figures: agent start -> registered; Allocate at 1/16/64 concurrent callers,
+each caller its own process and gRPC channel (`bench.agent_load`), with the floor (a no-op
+unary RPC, GetDevicePluginOptions) measured the same way in the same run; GetPreferredAllocation
+over 2,000 available IDs; kubelet restart -> re-registered; port down in sysfs -> kubelet sees
+Unhealthy; and the agent's RSS with its metrics port on, for 2 devices x 1,000 slots and for
+16 devices x 200 slots plus the shared `rdma/hca` resource.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+import urllib.request
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
+from bench.agent_load import ALLOCATE, FLOOR, Phase, PhaseResult, run_phases
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
+from erdma.sim.fakehost_specs import PRIMARY, FakeNetdev, FakeRdma, HostSpec, mlx5_hca
 from erdma.sim.node import SimulatedNode
 
 ERDMA = "aliyun/erdma"
+SHARED = "rdma/hca"
+CALLERS = (1, 16, 64)
+Rows = list[tuple[str, str]]
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -51,97 +61,178 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def scrape(port: int) -> None:
+    """One Prometheus scrape, so the metrics port has served what it serves in a cluster."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=10).read())
+
+
+def big_host(erdma_devices: int = 16, hcas: int = 4) -> HostSpec:
+    """A node with 16 eRDMA devices (half per NUMA node) and 4 mlx5 HCAs for `rdma/hca`."""
+    netdevs, rdma = [PRIMARY], []
+    for i in range(erdma_devices):
+        numa = 0 if i < erdma_devices // 2 else 1
+        bus = 0x01 + i if numa == 0 else 0x81 + i
+        netdev = FakeNetdev(f"eth{i + 1}", f"00:16:3e:2f:40:{i:02x}", f"0000:{bus:02x}:06.0")
+        netdevs.append(netdev)
+        rdma.append(FakeRdma(f"erdma_{i}", f"0000:{bus:02x}:07.0", netdev.name, numa, uverbs=i))
+    for j in range(hcas):
+        netdev, hca = mlx5_hca(j, numa=0 if j < hcas // 2 else 1)
+        netdevs.append(netdev)
+        rdma.append(replace(hca, uverbs=erdma_devices + j))
+    return HostSpec(netdevs=tuple(netdevs), rdma=tuple(rdma))
+
+
+async def started(
+    root: Path, spec: HostSpec | str, args: Sequence[str], resources: Sequence[str]
+) -> tuple[SimulatedNode, int, float]:
+    """A node whose agent is registered and listed, its metrics port, and how long it took."""
+    port = free_port()
+    node = SimulatedNode(root, spec, [*args, "--metrics-port", str(port)])
+    await node.kubelet.start()
+    began = time.perf_counter()
+    await node.start(kubelet=False)
+    for resource in resources:
+        await node.wait_registered(resource, 30)
+    return node, port, (time.perf_counter() - began) * 1000
+
+
+def allocate_rows(results: list[PhaseResult]) -> Rows:
+    """One row per caller count: Allocate against the floor measured just before it."""
+    rows: Rows = []
+    floors = {r.phase.callers: r for r in results if r.phase.method == FLOOR}
+    for alloc in (r for r in results if r.phase.method == ALLOCATE):
+        floor = floors[alloc.phase.callers]
+        rows.append(
+            (
+                f"Allocate, {alloc.phase.callers} caller process(es): p50 / p99, throughput",
+                f"{alloc.pct(0.5):.2f} / {alloc.pct(0.99):.2f} ms, {alloc.calls_per_s:.0f}/s "
+                f"(floor, no-op RPC: {floor.pct(0.5):.2f} / {floor.pct(0.99):.2f} ms, "
+                f"{floor.calls_per_s:.0f}/s; p99 ratio {alloc.pct(0.99) / floor.pct(0.99):.2f})",
+            )
+        )
+    return rows
+
+
+async def run_reference(root: Path, rounds: int, calls: int) -> Rows:
+    """2 devices x 1,000 slots: every latency figure, then the RSS after all of it."""
+    node, port, took = await started(root, "default", ["--slots-per-device", "1000"], [ERDMA])
+    rows: Rows = [("agent start -> registered and listed", f"{took:.0f} ms")]
+    await scrape(port)
+    endpoint = node.kubelet.endpoint(ERDMA)
+    phases = [
+        Phase(method, callers, max(1, calls // callers))
+        for callers in CALLERS
+        for method in (FLOOR, ALLOCATE)
+    ]
+    rows += allocate_rows(await asyncio.to_thread(run_phases, endpoint.path, "erdma_0/1", phases))
+    available = list(node.kubelet.latest(ERDMA) or {})[:2000]
+    pref = await latency(lambda: node.kubelet.preferred(ERDMA, available, [], 4), 1, 200)
+    rows.append(
+        (
+            "GetPreferredAllocation, 2,000 available IDs, size 4: p50 / p99",
+            f"{pref[0]:.2f} / {pref[1]:.2f} ms",
+        )
+    )
+    rows.append(await restarts(node, rounds))
+    rows.append(await port_downs(node, rounds))
+    await scrape(port)
+    assert node.process is not None
+    rows.append(
+        (
+            "agent RSS, 2 devices x 1,000 slots, after the run",
+            f"{rss_mib(node.process.pid):.1f} MiB",
+        )
+    )
+    await node.stop()
+    return rows
+
+
 async def timed(
     action: Callable[[], object], node: SimulatedNode, done: Callable[[], bool]
 ) -> float:
-    started = time.perf_counter()
+    began = time.perf_counter()
     action()
     await node.kubelet.wait_for(done, 10)
-    return (time.perf_counter() - started) * 1000
+    return (time.perf_counter() - began) * 1000
 
 
-async def run(rounds: int) -> list[tuple[str, str]]:
-    rows: list[tuple[str, str]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-", dir="/tmp") as tmp:
-        node = SimulatedNode(Path(tmp), "default", ["--slots-per-device", "1000"])
-        await node.kubelet.start()
-        started = time.perf_counter()
-        await node.start(kubelet=False)
-        await node.wait_registered(ERDMA, 30)
-        rows.append(
-            (
-                "agent start -> registered and listed",
-                f"{(time.perf_counter() - started) * 1000:.0f} ms",
-            )
+async def restarts(node: SimulatedNode, rounds: int) -> tuple[str, str]:
+    """Kubelet deletes every socket and comes back; until registered again and listed."""
+    took = []
+    for _ in range(rounds):
+        began = time.perf_counter()
+        await node.kubelet.restart()
+        await node.kubelet.wait_for(
+            lambda: node.kubelet.registered(ERDMA) and bool(node.kubelet.latest(ERDMA)), 10
         )
-        stub = node.kubelet.endpoint(ERDMA).stub
-        request = pb.AllocateRequest(
-            container_requests=[pb.ContainerAllocateRequest(devices_ids=["erdma_0/1"])]
-        )
-        for callers in (1, 16, 64):
-            per = max(20, 2000 // callers)
-            floor = await latency(lambda: stub.GetDevicePluginOptions(pb.Empty()), callers, per)
-            alloc = await latency(lambda: stub.Allocate(request), callers, per)
-            rows.append(
-                (
-                    f"Allocate, {callers} concurrent caller(s): p50 / p99",
-                    f"{alloc[0]:.2f} / {alloc[1]:.2f} ms "
-                    f"(floor, no-op RPC: {floor[0]:.2f} / {floor[1]:.2f} ms)",
-                )
-            )
-        available = list(node.kubelet.latest(ERDMA) or {})[:2000]
-        pref = await latency(lambda: node.kubelet.preferred(ERDMA, available, [], 4), 1, 200)
-        rows.append(
-            (
-                "GetPreferredAllocation, 2,000 available IDs, size 4: p50 / p99",
-                f"{pref[0]:.2f} / {pref[1]:.2f} ms",
-            )
-        )
-        restarts = []
-        for _ in range(rounds):
-            began = time.perf_counter()
-            await node.kubelet.restart()
-            await node.kubelet.wait_for(
-                lambda: node.kubelet.registered(ERDMA) and bool(node.kubelet.latest(ERDMA)), 10
-            )
-            restarts.append((time.perf_counter() - began) * 1000)
-        rows.append(
-            (
-                "kubelet restart -> re-registered and listed: median / max",
-                f"{statistics.median(restarts):.0f} / {max(restarts):.0f} ms",
-            )
-        )
-        downs = []
-        for _ in range(rounds):
-            downs.append(
-                await timed(
-                    lambda: node.host.set_port_state("erdma_0", False),
-                    node,
-                    lambda: (node.kubelet.latest(ERDMA) or {}).get("erdma_0/0") == "Unhealthy",
-                )
-            )
+        took.append((time.perf_counter() - began) * 1000)
+    return (
+        "kubelet restart -> re-registered and listed: median / max",
+        f"{statistics.median(took):.0f} / {max(took):.0f} ms",
+    )
+
+
+async def port_downs(node: SimulatedNode, rounds: int) -> tuple[str, str]:
+    """`ports/1/state` rewritten in sysfs; until kubelet's stream shows Unhealthy."""
+    downs = []
+    for _ in range(rounds):
+        downs.append(
             await timed(
-                lambda: node.host.set_port_state("erdma_0", True),
+                lambda: node.host.set_port_state("erdma_0", False),
                 node,
-                lambda: (node.kubelet.latest(ERDMA) or {}).get("erdma_0/0") == "Healthy",
-            )
-        rows.append(
-            (
-                "port DOWN in sysfs -> kubelet sees Unhealthy: median / max",
-                f"{statistics.median(downs):.0f} / {max(downs):.0f} ms",
+                lambda: (node.kubelet.latest(ERDMA) or {}).get("erdma_0/0") == "Unhealthy",
             )
         )
-        assert node.process is not None
-        rows.append(("agent RSS (2 devices x 1,000 slots)", f"{rss_mib(node.process.pid):.1f} MiB"))
-        await node.stop()
+        await timed(
+            lambda: node.host.set_port_state("erdma_0", True),
+            node,
+            lambda: (node.kubelet.latest(ERDMA) or {}).get("erdma_0/0") == "Healthy",
+        )
+    return (
+        "port DOWN in sysfs -> kubelet sees Unhealthy: median / max",
+        f"{statistics.median(downs):.0f} / {max(downs):.0f} ms",
+    )
+
+
+async def run_wide(root: Path, calls: int) -> Rows:
+    """16 devices x 200 slots plus `rdma/hca` over 4 HCAs: start, some Allocates, RSS."""
+    args = ["--slots-per-device", "200", "--resources", f"{ERDMA},shared"]
+    node, port, took = await started(root, big_host(), args, [ERDMA, SHARED])
+    stub = node.kubelet.endpoint(ERDMA).stub
+    request = pb.AllocateRequest(
+        container_requests=[pb.ContainerAllocateRequest(devices_ids=["erdma_15/1"])]
+    )
+    await latency(lambda: stub.Allocate(request), 16, max(1, calls // 16))
+    await scrape(port)
+    assert node.process is not None
+    rss = rss_mib(node.process.pid)
+    await node.stop()
+    return [
+        ("agent start -> both resources registered, 16 x 200 slots + rdma/hca", f"{took:.0f} ms"),
+        ("agent RSS, 16 devices x 200 slots + rdma/hca, after Allocates", f"{rss:.1f} MiB"),
+    ]
+
+
+async def run(rounds: int, calls: int) -> Rows:
+    with tempfile.TemporaryDirectory(prefix="bench-", dir="/tmp") as tmp:
+        rows = await run_reference(Path(tmp) / "reference", rounds, calls)
+        rows += await run_wide(Path(tmp) / "wide", calls)
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--calls", type=int, default=3200, help="RPCs per Allocate/floor phase")
     args = parser.parse_args()
-    rows = asyncio.run(run(args.rounds))
+    rows = asyncio.run(run(args.rounds, args.calls))
     print("| measurement | result |\n| --- | --- |")
     for name, value in rows:
         print(f"| {name} | {value} |")

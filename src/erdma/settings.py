@@ -13,10 +13,12 @@ configuration reference in docs/, the chart's JSON schema and the redacted start
 from __future__ import annotations
 
 import enum
+import inspect
 import json
 import re
 import types
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
@@ -71,28 +73,55 @@ def cli_options(model: type[BaseModel], env_prefix: str) -> Callable[[F], F]:
 
     def decorate(command: F) -> F:
         for name, info in reversed(list(flagged_fields(model))):
-            accepted = _accepted(model, name)
-            envs = ", ".join(env_names(env_prefix, name, info))
-            notes = "; ".join(n for n in (accepted and f"accepted: {accepted}", f"env {envs}") if n)
-            command = _option(name, info, f"{info.description or ''} [{notes}]")(command)
+            command = _option(name, info, partial(_help_text, model, env_prefix, name))(command)
         return command
 
     return decorate
 
 
-def _option(name: str, info: FieldInfo, help_text: str) -> Callable[[F], F]:
+def _help_text(model: type[BaseModel], env_prefix: str, name: str) -> str:
+    """An option's help: the field's description, what it accepts and its environment names."""
+    info = model.model_fields[name]
+    accepted = _accepted(model, name)
+    envs = ", ".join(env_names(env_prefix, name, info))
+    notes = "; ".join(n for n in (accepted and f"accepted: {accepted}", f"env {envs}") if n)
+    joined = " (comma-joined)" if get_origin(info.annotation) is list else ""
+    return f"{info.description or ''} [{notes}]{joined}"
+
+
+class _SettingOption(click.Option):
+    """An option whose help is written when someone reads it: what a setting accepts comes
+    from the model's JSON schema, and building that on every start of a program (tenths of a
+    second, and a validator per default kept in memory) would pay for a text only ``--help``
+    shows."""
+
+    def __init__(self, *args: Any, describe: Callable[[], str], **kwargs: Any) -> None:
+        self._describe: Callable[[], str] | None = describe
+        self._help: str | None = None
+        super().__init__(*args, **kwargs)
+
+    @property
+    def help(self) -> str | None:
+        if self._describe is not None:
+            self._help, self._describe = inspect.cleandoc(self._describe()), None
+        return self._help
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        self._help = value
+
+
+def _option(name: str, info: FieldInfo, describe: Callable[[], str]) -> Callable[[F], F]:
     flag = flag_of(name)
     base = _base_type(info.annotation)
+    lazy: dict[str, Any] = {"cls": _SettingOption, "describe": describe, "default": None}
     if base is bool:
-        return click.option(f"{flag}/--no-{flag[2:]}", name, default=None, help=help_text)
+        return click.option(f"{flag}/--no-{flag[2:]}", name, **lazy)
     if base is int or base is float:
-        return click.option(flag, name, type=base, default=None, help=help_text)
+        return click.option(flag, name, type=base, **lazy)
     if base is Path:
-        return click.option(
-            flag, name, type=click.Path(path_type=Path), default=None, help=help_text
-        )
-    joined = " (comma-joined)" if get_origin(info.annotation) is list else ""
-    return click.option(flag, name, default=None, help=help_text + joined)
+        return click.option(flag, name, type=click.Path(path_type=Path), **lazy)
+    return click.option(flag, name, **lazy)
 
 
 def _base_type(annotation: Any) -> Any:

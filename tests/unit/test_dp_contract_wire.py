@@ -36,14 +36,15 @@ def test_describe_ids_groups_slots_and_counts_unhealthy():
 
 def test_check_allocate_names_every_problem_once():
     advertised = [PluginDevice("a/0"), PluginDevice("a/1", healthy=False)]
+    health = {d.id: d.healthy for d in advertised}
     with pytest.raises(AllocationError) as error:
-        check_allocate("r", [["a/0", "a/9", "a/1"], ["a/0", "a/9"]], advertised)
+        check_allocate("r", [["a/0", "a/9", "a/1"], ["a/0", "a/9"]], health, advertised)
     assert str(error.value) == (
         "r: refusing Allocate: 'a/9' was never advertised; 'a/1' is Unhealthy; "
         "'a/0' is requested more than once; 'a/9' is requested more than once; "
         "advertised: 2 IDs (1 Unhealthy): a/* (2)"
     )
-    check_allocate("r", [["a/0"], []], advertised)  # fine: nothing raised
+    check_allocate("r", [["a/0"], []], health, advertised)  # fine: nothing raised
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,10 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from erdma.kube.client import KubeApi, new_client
-from erdma.kube.events import EventRecorder, EventType
+if TYPE_CHECKING:  # the Kubernetes client is loaded only by an agent that can post Events
+    from erdma.kube.events import EventType
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,9 @@ class NodeEvents:
         if not self.possible:
             log.info("node Events off: no node name or no API access (kubeconfig/in-cluster)")
             return
+        from erdma.kube.client import KubeApi, new_client
+        from erdma.kube.events import EventRecorder
+
         client = new_client(self.kubeconfig)
         try:
             recorder = EventRecorder(client, component=COMPONENT)

@@ -8,7 +8,7 @@ an Allocate or GetPreferredAllocation request may ask, so every plugin gets the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from functools import lru_cache
 
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
@@ -127,14 +127,17 @@ def describe_ids(devices: Sequence[PluginDevice], limit: int = 8) -> str:
 
 
 def check_allocate(
-    resource: str, wanted: Sequence[Sequence[str]], advertised: Sequence[PluginDevice]
+    resource: str,
+    wanted: Sequence[Sequence[str]],
+    health: Mapping[str, bool],
+    advertised: Sequence[PluginDevice],
 ) -> None:
     """Refuse an Allocate that kubelet could not have built from what was advertised.
 
     Kubelet hands out only Healthy IDs it received, each to one container; anything else is a
     stale or broken caller, and answering it would give some device to a pod nobody counted.
+    `health` is `advertised` indexed by ID ({ID: healthy}); `advertised` names it in errors.
     """
-    health = {d.id: d.healthy for d in advertised}
     problems: list[str] = []
     seen: set[str] = set()
     for device_id in (i for ids in wanted for i in ids):

@@ -8,7 +8,7 @@ update meant for another, and a new stream always starts from the full current l
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from erdma.deviceplugin.plugin import PluginDevice
 
@@ -20,9 +20,19 @@ class DeviceFeed:
         self._version = 0
         self._devices: tuple[PluginDevice, ...] = tuple(devices)
         self._changed = asyncio.Event()
+        self._health: dict[str, bool] = {}
+        self._health_version = -1
 
     def snapshot(self) -> tuple[int, tuple[PluginDevice, ...]]:
         return self._version, self._devices
+
+    def health(self) -> Mapping[str, bool]:
+        """{ID: healthy} of the current list, indexed once per version rather than per call:
+        every Allocate checks its IDs against thousands of advertised slots."""
+        if self._health_version != self._version:
+            self._health = {d.id: d.healthy for d in self._devices}
+            self._health_version = self._version
+        return self._health
 
     def publish(self, devices: Sequence[PluginDevice], *, force: bool = False) -> bool:
         """Make `devices` current; wakes every stream if it differs (or `force`, for re-sends)."""

@@ -165,7 +165,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
     ) -> pb.AllocateResponse:
         async def allocate() -> pb.AllocateResponse:
             wanted = container_requests(request)
-            check_allocate(self._resource, wanted, self._feed.snapshot()[1])
+            check_allocate(self._resource, wanted, self._feed.health(), self._feed.snapshot()[1])
             allocations = self._plugin.allocate(wanted) if wanted else []
             if len(allocations) != len(wanted):
                 raise RuntimeError(
