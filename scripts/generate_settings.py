@@ -26,6 +26,7 @@ from erdma.agent.config import (
     SharedResourceConfig,
     SharedSelectors,
 )
+from erdma.agent.installer_config import DriverInstallerConfig
 from erdma.agent.nccl import NcclConfig
 from erdma.controller.config import ControllerConfig
 from erdma.dra.config import DraConfig
@@ -47,6 +48,8 @@ def doc_regions() -> dict[str, str]:
     return {
         "agent settings": settings.reference_table(AgentConfig, ENV_PREFIX)
         + "\n`nccl` (file only):\n\n" + settings.reference_table(NcclConfig)
+        + "\n`driverInstaller` (file only; [installing the driver]"
+        + "(modes.md#installing-the-driver)):\n\n" + settings.reference_table(DriverInstallerConfig)
         + "\n`sharedResources[]` (file only):\n\n" + settings.reference_table(SharedResourceConfig)
         + "\n`sharedResources[].selectors`:\n\n" + settings.reference_table(SharedSelectors)
         + "\n`dra` (file only; [DRA](dra.md)):\n\n" + settings.reference_table(DraConfig),

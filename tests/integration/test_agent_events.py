@@ -15,10 +15,11 @@ from lightkube.resources.core_v1 import Event, Node
 
 from erdma.agent.config import build_config
 from erdma.agent.service import Agent
-from erdma.host.run import RecordingRunner
+from erdma.host.run import Runner
 from erdma.sim import fakehost
 from erdma.sim.fakecmds import KmodCommands
 from erdma.sim.kubelet import FakeKubelet
+from tests.fakes.installer_node import InstallerNode, installer_tarball, mirror, sha256
 from tests.fakes.kubeapi import KubeApiServer
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
@@ -46,7 +47,7 @@ async def wait_for_event(client: AsyncClient, node: str, reason: str) -> tuple[s
 
 
 async def run_agent(
-    kube_api: KubeApiServer, root: Path, node: str, runner: RecordingRunner | None, **flags: object
+    kube_api: KubeApiServer, root: Path, node: str, runner: Runner | None, **flags: object
 ) -> tuple[asyncio.Event, asyncio.Task[None], FakeKubelet]:
     kubelet = FakeKubelet(root / "kubelet" / "device-plugins")
     await kubelet.start()
@@ -65,22 +66,33 @@ async def test_missing_driver_and_its_installation_reach_the_node(kube_api, k8s,
     node = f"node-{uuid.uuid4().hex[:8]}"
     await k8s.create(Node(metadata=ObjectMeta(name=node)))
     host = fakehost.build(short_root / "host", "driver-not-loaded")
-    kmod = KmodCommands(host, installed={"smc"})
-    stop, task, kubelet = await run_agent(
-        kube_api, short_root, node, RecordingRunner(handlers=[kmod]), prepare_node=True
+    marker, files = short_root / "installed", short_root / "mirror" / "erdma"
+    files.mkdir(parents=True)
+    runner = InstallerNode(
+        kmod=KmodCommands(host, installed={"smc"}), marker=marker, workdir=short_root / "work"
     )
-    try:
-        kind, _, message = await wait_for_event(k8s, node, "ErdmaDriverNotReady")
-        assert kind == "Warning"
-        assert "not installed" in message or "not found" in message
-        kmod.installed.add("erdma")  # the operator installs the driver package
-        kind, _, message = await wait_for_event(k8s, node, "ErdmaDriverReady")
-        assert kind == "Normal" and "mode default" in message
-    finally:
-        stop.set()
-        await task
-        await kubelet.stop()
-        await k8s.delete(Node, node)
+    with mirror(files.parent) as url:
+        installer = {"enabled": True, "mirror": url}
+        stop, task, kubelet = await run_agent(
+            kube_api, short_root, node, runner, prepare_node=True, driver_installer=installer
+        )
+        try:
+            kind, _, message = await wait_for_event(k8s, node, "ErdmaDriverNotReady")
+            assert kind == "Warning" and "downloading the eRDMA installer failed" in message
+            assert f"{url}/erdma_installer-1.5.9.tar.gz" in message  # 404: not published yet
+            tarball = installer_tarball(short_root / "record", marker)
+            (files / "erdma_installer-1.5.9.tar.gz").write_bytes(tarball)  # retried with backoff
+            kind, _, message = await wait_for_event(k8s, node, "ErdmaDriverInstalled")
+            assert kind == "Normal" and f"(sha256 {sha256(tarball)})" in message
+            assert "; last output: building erdma for " in message  # the installer's own
+            assert message.endswith("; erdma installed")
+            kind, _, message = await wait_for_event(k8s, node, "ErdmaDriverReady")
+            assert kind == "Normal" and "mode default" in message
+        finally:
+            stop.set()
+            await task
+            await kubelet.stop()
+            await k8s.delete(Node, node)
 
 
 async def test_device_health_changes_reach_the_node(kube_api, k8s, short_root):

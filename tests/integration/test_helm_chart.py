@@ -65,9 +65,12 @@ def test_agent_config_is_accepted_by_the_agent(case: tuple[str, Rendered], tmp_p
     assert seen["resources"] == ["aliyun/erdma"]
     assert seen["localERIDiscovery"] == values.get("config", {}).get("localERIDiscovery", False)
     for key in ("preferDriver", "allocateAllDevices", "exposedLocalERIs", "slotsPerDevice",
-                "deviceListStrategy", "hostNamespace", "driverInstallCommand", "prepareNode",
-                "jumboFrameMTU", "runtimeSocket"):  # fmt: skip
+                "deviceListStrategy", "driverInstallCommand", "prepareNode", "jumboFrameMTU",
+                "runtimeSocket"):  # fmt: skip
         assert seen[key] == agent[key], key
+    installs = agent["prepareNode"] and agent["driverInstaller"]["enabled"]
+    assert seen["driverInstaller"] == {**agent["driverInstaller"], "enabled": installs}
+    assert seen["hostNamespace"] == (agent["hostNamespace"] or installs)  # the installer needs it
     for key in ("enabled", "socketIfname", "gidIndex", "overrides"):
         assert seen["nccl"][key] == agent["nccl"][key], f"nccl.{key}"
     assert seen["metricsPort"] == agent["metrics"]["port"]

@@ -60,7 +60,12 @@ DRA = (
     ("/var/lib/kubelet/plugins", "DirectoryOrCreate"),
     ("/var/lib/kubelet/plugins_registry", "DirectoryOrCreate"),
 )
-REGULAR = Pod(unprivileged("SYS_MODULE", "NET_ADMIN"), paths(MODULES), host_network=True)
+HOST_NAMESPACE = ("SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE")  # nsenter into PID 1's namespaces
+INSTALLER = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID")  # package manager
+#: the default agent: Regular mode, driver preparation with the driver installer
+INSTALLING = ("SYS_MODULE", "NET_ADMIN", *HOST_NAMESPACE, *INSTALLER)
+REGULAR = Pod(unprivileged(*INSTALLING), paths(MODULES), host_network=True, host_pid=True)
+NOT_INSTALLING = Pod(unprivileged("SYS_MODULE", "NET_ADMIN"), paths(MODULES), host_network=True)
 CONTROLLER_POD = Pod(
     {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
      "readOnlyRootFilesystem": True},
@@ -76,27 +81,44 @@ CONTROLLER_POD_CONTEXT = {
 TABLE: dict[str, dict[str, Pod]] = {
     "": {AGENT: REGULAR},
     "smcr.mode=webhook": {AGENT: REGULAR},
-    "smcr.mode=prestart": {AGENT: Pod(PRIVILEGED, paths(MODULES, *PRESTART), host_network=True)},
-    "agent.hostNamespace=true": {
+    "smcr.mode=prestart": {
+        AGENT: Pod(PRIVILEGED, paths(MODULES, *PRESTART), host_network=True, host_pid=True)
+    },
+    "agent.driverInstaller.enabled=false": {AGENT: NOT_INSTALLING},
+    "agent.driverInstaller.enabled=false,agent.hostNamespace=true": {
         AGENT: Pod(
-            unprivileged("SYS_MODULE", "NET_ADMIN", "SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE"),
+            unprivileged("SYS_MODULE", "NET_ADMIN", *HOST_NAMESPACE),
             paths(MODULES),
             host_network=True,
             host_pid=True,
         )
     },
     "agent.prepareNode=false": {AGENT: Pod(unprivileged("NET_ADMIN"), paths(), host_network=True)},
-    "config.localERIDiscovery=true": {AGENT: Pod(unprivileged("SYS_MODULE"), paths(MODULES))},
+    "config.localERIDiscovery=true": {AGENT: REGULAR},
     "config.localERIDiscovery=true,smcr.mode=prestart": {
-        AGENT: Pod(PRIVILEGED, paths(MODULES, *PRESTART), host_network=True)
+        AGENT: Pod(PRIVILEGED, paths(MODULES, *PRESTART), host_network=True, host_pid=True)
     },
-    "config.localERIDiscovery=true,agent.prepareNode=false": {AGENT: Pod(unprivileged(), paths())},
+    "config.localERIDiscovery=true,agent.bringUpLocalERIs=false": {
+        AGENT: Pod(
+            unprivileged("SYS_MODULE", *HOST_NAMESPACE, *INSTALLER), paths(MODULES), host_pid=True
+        )
+    },
+    ",".join(
+        (
+            "config.localERIDiscovery=true",
+            "agent.bringUpLocalERIs=false",
+            "agent.driverInstaller.enabled=false",
+        )
+    ): {AGENT: Pod(unprivileged("SYS_MODULE"), paths(MODULES))},
+    "config.localERIDiscovery=true,agent.prepareNode=false": {
+        AGENT: Pod(unprivileged("NET_ADMIN"), paths(), host_network=True)
+    },
     "agent.deviceListStrategy=cdi-cdi-devices": {
-        AGENT: Pod(unprivileged("SYS_MODULE", "NET_ADMIN"), paths(MODULES, CDI), host_network=True)
+        AGENT: Pod(unprivileged(*INSTALLING), paths(MODULES, CDI), host_network=True, host_pid=True)
     },
     "dra.enabled=true": {
         AGENT: Pod(
-            unprivileged("SYS_MODULE", "NET_ADMIN"), paths(MODULES, CDI, *DRA), host_network=True
+            unprivileged(*INSTALLING), paths(MODULES, CDI, *DRA), host_network=True, host_pid=True
         )
     },
     "sharedRdma.enabled=true": {AGENT: REGULAR, SHARED: Pod(unprivileged(), paths())},

@@ -20,6 +20,8 @@ from tests.integration.chart_programs import agent_loads, controller_loads
 from tests.integration.helm_cases import AGENT, CONTROLLER, SHARED
 
 ACCESS_KEY = {"credentials": {"type": "access_key", "accessKeyID": "ak", "accessKeySecret": "sk"}}
+#: agent settings the previous version did not have (its agent read them as absent)
+NEW = {"driver_installer"}
 #: values files of releases installed from the previous version (its keys only)
 RELEASES: dict[str, dict[str, Any]] = {
     "regular-defaults": ACCESS_KEY,
@@ -87,7 +89,9 @@ def test_reuse_values_keeps_what_the_release_did(
     for name in (AGENT, SHARED):
         if before.find("DaemonSet", name):
             old, new = agent_loads(before, name, tmp_path), agent_loads(after, name, tmp_path)
-            assert new.model_dump() == old.model_dump(), name
+            # the previous agent had no installer; the release keeps installing nothing
+            assert not (new.prepare_node and new.driver_installer.enabled), name
+            assert new.model_dump(exclude=NEW) == old.model_dump(exclude=NEW), name
             assert _privileges(before, name) == _privileges(after, name), (
                 "the SMC-R path, and with it the agent's privileges, must not change"
             )
@@ -119,7 +123,9 @@ def test_reset_then_reuse_values_takes_the_new_defaults(
     before, after = upgrade(previous[1], release, tmp_path, reuse=False)
     old, new = agent_loads(before, AGENT, tmp_path), agent_loads(after, AGENT, tmp_path)
     assert new.prestart_container is False  # smcr.mode defaults to off
-    keep = {"prestart_container", "runtime_socket"}
+    # the driver installer is on by default, in the host's namespaces
+    assert new.driver_installer.enabled and new.host_namespace
+    keep = {"prestart_container", "runtime_socket", "host_namespace", *NEW}
     assert new.model_dump(exclude=keep) == old.model_dump(exclude=keep)
     if before.find("Deployment", CONTROLLER):
         old_config, config = controller_loads(before, tmp_path), controller_loads(after, tmp_path)

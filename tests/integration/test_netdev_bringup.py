@@ -1,18 +1,10 @@
-"""Secondary ERI netdev bring-up in a real network namespace, a veth standing in for the ERI.
-
-Each test gets a fresh namespace with:
-- ``eth0`` (veth): the primary interface, 10.0.0.5/24, default route via 10.0.0.1 metric 300;
-- ``eri0`` (veth, MAC 00:16:3e:aa:bb:01): the ERI, down and unconfigured, its peer up.
-"""
+"""Secondary ERI netdev bring-up in a real network namespace, a veth standing in for the ERI
+(the namespace is described in conftest_netns)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
-import shutil
-import subprocess
 import uuid
 
 import pytest
@@ -24,59 +16,13 @@ from erdma.kube import crd
 from erdma.kube.client import KubeApi, new_client
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GPU_TWO_CARDS, standard_world
+from tests.integration.netns_support import MAC, NEEDS_NETNS, ip, ipj, link, path, routes_via
 
-pytest_plugins = ["tests.integration.conftest_kubeapi"]
+pytest_plugins = ["tests.integration.conftest_kubeapi", "tests.integration.conftest_netns"]
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
-    pytest.mark.skipif(shutil.which("ip") is None, reason="iproute2 (ip) is not installed"),
-]
+pytestmark = NEEDS_NETNS
 
-MAC = "00:16:3e:aa:bb:01"
 NET = EniNetwork(mac=MAC, address="10.1.2.7", prefix_len=24, gateway="10.1.2.253")
-
-
-def ip(ns: str, *args: str) -> str:
-    return subprocess.run(
-        ["ip", "-n", ns, *args], check=True, capture_output=True, text=True
-    ).stdout
-
-
-def ipj(ns: str, *args: str) -> list[dict]:
-    return json.loads(ip(ns, "-j", *args) or "[]")
-
-
-@pytest.fixture
-def netns():
-    name = f"erdma-t-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        ip(name, "link", "set", "lo", "up")
-        ip(name, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p")
-        ip(name, "link", "set", "eth0p", "up")
-        ip(name, "link", "set", "eth0", "up")
-        ip(name, "addr", "add", "10.0.0.5/24", "dev", "eth0")
-        ip(name, "route", "add", "default", "via", "10.0.0.1", "dev", "eth0", "metric", "300")
-        ip(name, "link", "add", "eri0", "type", "veth", "peer", "name", "eri0p")
-        ip(name, "link", "set", "eri0", "address", MAC)
-        ip(name, "link", "set", "eri0p", "up")
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
-
-
-def path(ns: str) -> str:
-    return f"/var/run/netns/{ns}"
-
-
-def link(ns: str, dev: str) -> dict:
-    (info,) = ipj(ns, "link", "show", "dev", dev)
-    return info
-
-
-def routes_via(ns: str, dev: str) -> list[dict]:
-    return [r for r in ipj(ns, "route", "show") if r.get("dev") == dev]
 
 
 def test_configures_address_routes_and_mtu(netns):

@@ -21,6 +21,7 @@ from erdma.host.driver import (
     loaded_driver,
     switch_mode,
 )
+from erdma.host.installer import CommandInstaller
 from erdma.host.run import RecordingRunner, Result
 from erdma.sim import fakehost
 from erdma.sim.fakecmds import KmodCommands
@@ -195,7 +196,7 @@ async def test_install_command_runs_only_when_missing_then_the_driver_loads(tmp_
         return Result(argv, 0)
 
     runner.handlers.insert(0, installer)
-    done = await switch_mode(runner, DriverMode.COMPAT, host.root, install_command=command)
+    done = await switch_mode(runner, DriverMode.COMPAT, host.root, CommandInstaller(command, 60))
     assert runner.calls == [
         ("modinfo", "erdma"),
         ("sh", "-c", command),
@@ -203,7 +204,7 @@ async def test_install_command_runs_only_when_missing_then_the_driver_loads(tmp_
         ("modprobe", "erdma", "compat_mode=Y"),
         ("modinfo", "nvidia_peermem"),
     ]
-    assert done.actions[0] == "installed erdma with driverInstallCommand"
+    assert done.actions[0] == "installed erdma: ran driverInstallCommand in 0s"
     assert compat_param(host) == "Y"
 
 
@@ -211,7 +212,7 @@ async def test_failing_install_command_is_reported_with_its_output(tmp_path):
     host, _, runner = make(tmp_path, "driver-not-loaded", installed=set())
     runner.handlers.insert(0, lambda a: Result(a, 2, "", "no network\n") if a[0] == "sh" else None)
     with pytest.raises(DriverMissing) as err:
-        await switch_mode(runner, DriverMode.DEFAULT, host.root, install_command="install-it")
+        await switch_mode(runner, DriverMode.DEFAULT, host.root, CommandInstaller("install-it", 60))
     assert "driverInstallCommand failed" in err.value.problem
     assert "exited 2: no network" in err.value.problem
 

@@ -9,7 +9,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
-from erdma.agent.regular import RegularExposure, follow_devices
+from erdma.agent.eri_netdevs import RegularExposure
+from erdma.agent.regular import follow_devices
 from erdma.aio import Backoff, retry_until_done
 from erdma.kube import crd
 from erdma.kube.client import KubeApi

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from erdma.agent.regular import RegularExposure, ready_devices
+from erdma.agent.eri_netdevs import RegularExposure, ready_devices
 from erdma.host.netdev import NetdevError, NetdevResult
 from erdma.kube import crd
 

@@ -19,6 +19,7 @@ from pydantic_core import ErrorDetails
 from erdma import settings
 from erdma.agent.config_file import ConfigError, load_file
 from erdma.agent.exposure import parse_rules
+from erdma.agent.installer_config import DriverInstallerConfig
 from erdma.agent.nccl import NcclConfig
 from erdma.cdi import DeviceListStrategy
 from erdma.dra.config import DraConfig
@@ -215,11 +216,17 @@ class AgentConfig(BaseModel):
         alias="smcrDisableIPv6",
         description="SMC-R: `net.ipv6.conf.all.disable_ipv6=1` in the pod netns",
     )
+    driver_installer: DriverInstallerConfig = Field(
+        default_factory=DriverInstallerConfig,
+        alias="driverInstaller",
+        description="install a missing driver: `enabled`, `version`, `mirror`, "
+        "`installerSha256`, `envSetupSha256`, `timeoutSeconds`",
+    )
     driver_install_command: str = Field(
         "",
         alias="driverInstallCommand",
-        description="opt-in installer run when the erdma module is missing (file only: it "
-        "may carry a token)",
+        description="replaces the driverInstaller's download and install (file only: it may "
+        "carry a token)",
         json_schema_extra={"flag": False, "env": ["ERDMA_DRIVER_INSTALL_COMMAND"], "secret": True},
     )
     nccl: NcclConfig = Field(

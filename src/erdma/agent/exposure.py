@@ -56,8 +56,9 @@ def parse_rules(entries: Iterable[str]) -> tuple[ExposureRule, ...]:
 
 @dataclass(frozen=True)
 class Exposure:
-    """Which devices this node exposes: by Local mode rule (None: every device) or, in Regular
-    mode, by the MACs of the ERIs the controller recorded as Ready."""
+    """Which devices this node exposes: by Local mode rule (None: every device) and by MAC (None:
+    any): in Regular mode the ERIs the controller recorded as Ready, in Local mode the selected
+    ERIs whose netdev the agent found or brought up."""
 
     rule: ExposureRule | None
     reason: str
@@ -70,7 +71,7 @@ class Exposure:
 
     def select(self, devices: Sequence[RdmaDevice]) -> list[RdmaDevice]:
         if self.macs is not None:
-            return [d for d in devices if d.mac is not None and d.mac.lower() in self.macs]
+            devices = [d for d in devices if d.mac is not None and d.mac.lower() in self.macs]
         allowed = set(self.filter([d.name for d in devices]))
         return [d for d in devices if d.name in allowed]
 

@@ -17,7 +17,15 @@ from dataclasses import dataclass
 
 from erdma.aio import Backoff
 from erdma.host.devices import scan
-from erdma.host.driver import DriverError, DriverMode, choose_mode, loaded_driver, switch_mode
+from erdma.host.driver import (
+    DriverError,
+    DriverInstaller,
+    DriverMode,
+    InstallReport,
+    choose_mode,
+    loaded_driver,
+    switch_mode,
+)
 from erdma.host.model import Gpu
 from erdma.host.run import Runner
 
@@ -46,6 +54,7 @@ class PrepareResult:
     actions: tuple[str, ...]
     notes: tuple[str, ...]  # best-effort steps (smc, nvidia_peermem) and observations
     problem: Problem | None = None
+    installed: InstallReport | None = None  # this attempt installed the driver
 
     @property
     def ready(self) -> bool:
@@ -56,7 +65,7 @@ async def prepare(
     runner: Runner,
     root: str | os.PathLike[str] = "/",
     prefer: str | None = None,
-    install_command: str | None = None,
+    installer: DriverInstaller | None = None,
     gpus: Sequence[Gpu] | None = None,
 ) -> PrepareResult:
     """One attempt at preparing the node; safe to repeat.
@@ -67,7 +76,7 @@ async def prepare(
     found = scan(root).gpus if gpus is None else gpus
     mode, reason = choose_mode(prefer, found)
     try:
-        done = await switch_mode(runner, mode, root, install_command)
+        done = await switch_mode(runner, mode, root, installer)
     except DriverError as exc:
         state = loaded_driver(root)
         return PrepareResult(
@@ -75,8 +84,9 @@ async def prepare(
             Problem(exc.problem, exc.remedy),
         )  # fmt: skip
     return PrepareResult(
-        mode, reason, done.driver.loaded, done.driver.compat_mode, done.actions, done.notes
-    )
+        mode, reason, done.driver.loaded, done.driver.compat_mode, done.actions, done.notes,
+        installed=done.installed,
+    )  # fmt: skip
 
 
 async def keep_preparing(

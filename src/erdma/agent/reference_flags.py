@@ -14,8 +14,8 @@ from collections.abc import Collection, Sequence
 RENAMED = {"--deviceplugin-prestart-container": "--prestart-container"}
 #: reference flags that take a value and have no equivalent here -> what to use instead
 DROPPED = {
-    "--erdma-installer-version": "the driver is installed by driverInstallCommand (config "
-    "file key, or env ERDMA_DRIVER_INSTALL_COMMAND); this value is not used",
+    "--erdma-installer-version": "set driverInstaller.version in the config file (chart "
+    "value agent.driverInstaller.version; default 1.5.9, the reference's)",
 }
 TRUE = {"true", "t", "1", "yes"}
 FALSE = {"false", "f", "0", "no"}

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
@@ -25,10 +26,8 @@ from erdma.agent.metrics import AgentMetrics
 from erdma.agent.nccl import nccl_env
 from erdma.agent.prepare import Problem, keep_preparing, prepare
 from erdma.agent.probes import Check, Probes, registered, serve
-from erdma.agent.regular import follow_devices, metadata_bring_up
 from erdma.agent.reports import DeviceReports
 from erdma.agent.shared import SharedPlugin, check_disjoint
-from erdma.agent.smcr import PodNetnsSteps, SmcrConfigurator
 from erdma.aio import Heartbeat, SupervisedTask, Supervisor, retry_until_done
 from erdma.api.names import ERDMA_RESOURCE, POD_RESOURCES_SOCKET
 from erdma.cdi import NoDevicesError, build_spec, write_spec
@@ -36,7 +35,7 @@ from erdma.deviceplugin.lifecycle import Timing
 from erdma.deviceplugin.manager import PluginManager
 from erdma.deviceplugin.plugin import ContainerAllocation, ResourcePlugin
 from erdma.deviceplugin.server import KUBELET_CHECKPOINT
-from erdma.dra import DraDriver, dra_owned
+from erdma.dra import dra_owned
 from erdma.host.devices import scan
 from erdma.host.driver import choose_mode
 from erdma.host.metadata import MetadataClient
@@ -44,7 +43,9 @@ from erdma.host.model import DeviceSnapshot, RdmaDevice
 from erdma.host.run import Runner
 from erdma.host.smc import PnetError, SmcUnavailable, default_backend, ensure_host_pnet
 from erdma.host.sysctl import Sysctls
-from erdma.kube.client import KubeApi, new_client
+
+if TYPE_CHECKING:  # imported where used: only DRA, Regular mode and SMC-R load their clients
+    from erdma.dra.driver import DraDriver
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class Agent:
                 mode=self.mode,
                 slots_per_device=config.slots_per_device,
                 allocate_all=config.allocates_all,
-                exposure=self.exposure,
+                exposure=replace(self.exposure, macs=frozenset()),  # none until netdevs are up
                 device_list_strategy=config.device_list_strategy,
             ),
             extra_env=self._nccl_env,
@@ -146,6 +147,9 @@ class Agent:
 
     def _dra_driver(self) -> DraDriver:
         """The DRA front end on the same snapshot, health rule and NCCL env as the plugins."""
+        from erdma.dra.driver import DraDriver
+        from erdma.kube.client import new_client
+
         return DraDriver(
             self.config.dra,
             node_name=self.config.node_name,
@@ -202,6 +206,8 @@ class Agent:
     def _smcr_prestart(self) -> PreStartHook:
         """SMC-R in PreStartContainer (path 1): the pod's netns, found via pod-resources + CRI
         (kubelet's device checkpoint when the pod-resources socket is missing)."""
+        from erdma.agent.smcr import PodNetnsSteps, SmcrConfigurator
+
         steps = PodNetnsSteps(
             Sysctls(),
             pnet_for=lambda netns: default_backend(self.runner, netns),
@@ -243,16 +249,15 @@ class Agent:
         def problem_event(problem: Problem) -> None:
             self.events.emit("Warning", "ErdmaDriverNotReady", str(problem))
 
+        installer = self.config.driver_installer.installer(self.config.driver_install_command)
         result = await keep_preparing(
             lambda: prepare(
-                self.runner,
-                self.config.host_root,
-                self.mode.value,
-                self.config.driver_install_command or None,
-                self.snapshot.gpus,
+                self.runner, self.config.host_root, self.mode.value, installer, self.snapshot.gpus
             ),
             on_problem=problem_event,
         )
+        if result.installed is not None:
+            self.events.emit("Normal", "ErdmaDriverInstalled", result.installed.message())
         self.events.emit(
             "Normal",
             "ErdmaDriverReady",
@@ -299,15 +304,17 @@ class Agent:
 
     async def _regular_mode(self) -> None:
         """Follow this node's ERdmaDevice for good (a watch, not polling): every change exposes
-        exactly its Ready devices, each secondary ERI's netdev brought up first.
-
-        Never a one-shot: the controller replaces a lost ERI with a new MAC, and one Failed
-        card must not hide the working ones. A netdev bring-up that fails (metadata or the link
-        lagging the controller's Ready by a few seconds) is retried with backoff.
-        """
+        exactly its Ready devices, each secondary ERI's netdev brought up first. Never a
+        one-shot: the controller replaces a lost ERI with a new MAC, and one Failed card must
+        not hide the working ones. A failed netdev bring-up (metadata or the link lagging the
+        controller's Ready by a few seconds) is retried with backoff."""
         if not self.config.node_name:
             log.error("Regular mode needs the node name (NODE_NAME or --node-name)")
             return
+        from erdma.agent.eri_netdevs import metadata_bring_up
+        from erdma.agent.regular import follow_devices
+        from erdma.kube.client import KubeApi, new_client
+
         kube = KubeApi(new_client(self.config.kubeconfig or None))
         metadata = MetadataClient(self.config.metadata_url)
 
@@ -326,8 +333,16 @@ class Agent:
         finally:
             await kube.close()
 
+    async def _local_mode(self) -> None:
+        """Local mode: keep the selected ERIs' netdevs up, expose those (erdma.agent.local)."""
+        from erdma.agent.local import follow_local
+
+        metadata = MetadataClient(self.config.metadata_url)
+        state = lambda: (self.exposure, self.snapshot)  # noqa: E731 - read at every round
+        await follow_local(state, self.erdma.expose, metadata, self.config.rescan_interval)
+
     async def _local_instance_id(self) -> None:
-        """Local mode without `instanceID`: ask instance metadata, then re-select devices."""
+        """Local mode without `instanceID`: ask instance metadata; `_local_mode` re-selects."""
         metadata = MetadataClient(self.config.metadata_url)
         instance = await retry_until_done("reading the instance id from metadata",
                                           metadata.instance_id, log)  # fmt: skip
@@ -335,8 +350,6 @@ class Agent:
         self.exposure = select(rules, instance)
         log.info("local mode device selection", extra={"instance": instance,
                                                        "rule": self.exposure.reason})  # fmt: skip
-        self.erdma.expose(self.exposure)
-        self._publish_dra(self.snapshot)
 
     def _background_tasks(self) -> list[SupervisedTask]:
         """The agent's long-lived work. Every task is restarted with backoff when it dies: the
@@ -351,11 +364,13 @@ class Agent:
             tasks.append(SupervisedTask("metrics", self._serve_metrics, forever=False))
         if self.config.prepare_node:
             tasks.append(SupervisedTask("prepare node", self._prepare_node, forever=False))
-        if ERDMA_RESOURCE in self.config.resources:
-            if not self.config.local_eri_discovery:
-                tasks.append(SupervisedTask("regular mode", self._regular_mode, forever=False))
-            elif self._needs_instance_id():
-                tasks.append(SupervisedTask("instance id", self._local_instance_id, forever=False))
+        serves_eris = ERDMA_RESOURCE in self.config.resources  # not the shared DaemonSet
+        if serves_eris and not self.config.local_eri_discovery:
+            tasks.append(SupervisedTask("regular mode", self._regular_mode, forever=False))
+        elif serves_eris:
+            tasks.append(SupervisedTask("local mode", self._local_mode))
+        if serves_eris and self.config.local_eri_discovery and self._needs_instance_id():
+            tasks.append(SupervisedTask("instance id", self._local_instance_id, forever=False))
         return tasks
 
     async def _serve_metrics(self) -> None:

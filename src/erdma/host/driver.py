@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from erdma.host.model import Gpu
 from erdma.host.run import Result, Runner
@@ -27,7 +28,6 @@ log = logging.getLogger(__name__)
 
 MODULE = "erdma"
 PREFER_DRIVER_KEY = "preferDriver"
-INSTALL_COMMAND_KEY = "driverInstallCommand"
 
 
 class DriverMode(enum.StrEnum):
@@ -132,6 +132,32 @@ class DriverInUse(DriverError):
     """`rmmod erdma` was refused because something still holds the module."""
 
 
+class DriverInstallFailed(DriverMissing):
+    """The module is missing and installing it failed; `problem` says at which step."""
+
+
+@dataclass(frozen=True)
+class InstallReport:
+    """What an install did, for the agent log and the node's Event."""
+
+    summary: str
+    output: tuple[str, ...]  # the last lines the installer printed
+
+    def message(self) -> str:
+        last = "; ".join(self.output[-3:])
+        return f"{self.summary}; last output: {last}" if last else self.summary
+
+
+class DriverInstaller(Protocol):
+    """Installs the erdma module on a node that lacks it (erdma.host.installer)."""
+
+    key: str  # the setting that chose it, named in errors
+
+    async def install(self, runner: Runner, mode: DriverMode) -> InstallReport:
+        """Install for `mode`, or raise DriverInstallFailed."""
+        ...
+
+
 @dataclass(frozen=True)
 class Prepared:
     """What `switch_mode` did: the commands' effects and best-effort notes, in order."""
@@ -139,31 +165,35 @@ class Prepared:
     driver: LoadedDriver
     actions: tuple[str, ...]
     notes: tuple[str, ...]
+    installed: InstallReport | None = None
 
 
 async def switch_mode(
     runner: Runner,
     mode: DriverMode,
     root: str | os.PathLike[str] = "/",
-    install_command: str | None = None,
+    installer: DriverInstaller | None = None,
 ) -> Prepared:
     """Get erdma loaded in `mode`, plus the helper modules the mode uses.
 
-    Sequence (each step only when needed): `modinfo erdma` (installed?), the opt-in
-    `install_command`, `rmmod erdma` when the loaded `compat_mode` differs, `modprobe erdma
+    Sequence (each step only when needed): `modinfo erdma` (installed?), the `installer`
+    when it is missing, `rmmod erdma` when the loaded `compat_mode` differs, `modprobe erdma
     compat_mode=N|Y`; then `modprobe smc` (default, compat) and `nvidia_peermem` (compat, ofed),
     both best effort. Re-running on a prepared node runs no erdma command at all.
     """
     state = loaded_driver(root)
     actions: list[str] = []
     notes: list[str] = []
+    installed: InstallReport | None = None
     if state.upstream:
         actions.append("kept the loaded upstream erdma driver")
     elif state.loaded and state.compat_mode == mode.compat_mode:
         actions.append(f"erdma already loaded with compat_mode={yes_no(mode.compat_mode)}")
     else:
         if not state.loaded:
-            actions += await _ensure_installed(runner, install_command)
+            installed = await _ensure_installed(runner, mode, installer)
+        if installed is not None:
+            actions.append(f"installed erdma: {installed.summary}")
         actions += await _reload(runner, mode, state, root)
     final = loaded_driver(root)
     if final.upstream:
@@ -175,32 +205,31 @@ async def switch_mode(
         notes.append(await load_optional(runner, root, "smc"))
     if mode.wants_peermem:
         notes.append(await load_optional(runner, root, "nvidia_peermem"))
-    return Prepared(final, tuple(actions), tuple(notes))
+    return Prepared(final, tuple(actions), tuple(notes), installed)
 
 
-async def _ensure_installed(runner: Runner, install_command: str | None) -> list[str]:
-    """`modinfo erdma`, and when it is missing the opt-in installer, then `modinfo` again."""
+async def _ensure_installed(
+    runner: Runner, mode: DriverMode, installer: DriverInstaller | None
+) -> InstallReport | None:
+    """`modinfo erdma`, and when it is missing the installer, then `modinfo` again."""
     result = await runner.run(["modinfo", MODULE])
     if result.ok:
-        return []
+        return None
     if result.returncode == 127:
         raise DriverError(
             f"cannot check for the erdma module: {result.describe()}",
             "install kmod (modinfo, modprobe, rmmod) on the node",
         )
-    if not install_command:
-        raise missing_error(result, install_command)
-    installed = await runner.run(["sh", "-c", install_command])
-    if not installed.ok:
-        raise DriverMissing(
-            f"the erdma kernel module is not installed and {INSTALL_COMMAND_KEY} failed: "
-            f"{installed.describe()}",
-            f"fix {INSTALL_COMMAND_KEY} or install the eRDMA driver on the node by hand",
-        )
+    if installer is None:
+        raise missing_error(result, None)
+    log.info("the erdma module is missing: installing it", extra={"installer": installer.key})
+    report = await installer.install(runner, mode)
+    log.info("driver installer finished", extra={"summary": report.summary,
+                                                 "output": list(report.output)})  # fmt: skip
     again = await runner.run(["modinfo", MODULE])
     if not again.ok:
-        raise missing_error(again, install_command)
-    return [f"installed erdma with {INSTALL_COMMAND_KEY}"]
+        raise missing_error(again, installer)
+    return report
 
 
 async def _reload(
@@ -225,19 +254,19 @@ async def _reload(
     return actions
 
 
-def missing_error(result: Result, install_command: str | None) -> DriverMissing:
+def missing_error(result: Result, installer: DriverInstaller | None) -> DriverMissing:
     """Why erdma cannot be loaded, and how to install it."""
-    if install_command:
+    if installer is not None:
         remedy = (
-            f"{INSTALL_COMMAND_KEY} ran but did not install it; check what it does on the "
-            "node, or install the eRDMA driver (elastic-rdma-drivers) by hand"
+            f"{installer.key} ran but did not install it; check what it does on the node, or "
+            "install the eRDMA driver (elastic-rdma-drivers) by hand"
         )
     else:
         remedy = (
-            "install the eRDMA driver on the node (a node image with the eRDMA stack, or "
-            "Alibaba Cloud's erdma installer from elastic-rdma-drivers), or set "
-            f"{INSTALL_COMMAND_KEY} to a command that installs it; the agent keeps checking "
-            "and loads the driver once it appears"
+            "install the eRDMA driver on the node (a node image with the eRDMA stack), or "
+            "turn on driverInstaller.enabled (with hostNamespace) so the agent runs Alibaba "
+            "Cloud's installer, or set driverInstallCommand to a command that installs it; the "
+            "agent keeps checking and loads the driver once it appears"
         )
     return DriverMissing(f"the erdma kernel module is not installed ({result.describe()})", remedy)
 

@@ -12,13 +12,17 @@ import asyncio
 import ipaddress
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-
-import aiohttp
+from typing import TYPE_CHECKING, TypeVar
 
 from erdma.aio import Backoff
 
+if TYPE_CHECKING:  # aiohttp is loaded by the first request: the agent may never make one
+    import aiohttp
+
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_BASE_URL = "http://100.100.100.200"
 TOKEN_TTL_HEADER = "X-aliyun-ecs-metadata-token-ttl-seconds"
@@ -59,7 +63,7 @@ class MetadataClient:
         self.token_ttl = token_ttl
         self.attempts = attempts
         self.backoff = backoff
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self.timeout = timeout
         self._token = ""
         self._token_expires = 0.0
 
@@ -76,12 +80,15 @@ class MetadataClient:
 
     async def get(self, path: str) -> str:
         """Text of ``/latest/meta-data/<path>``, retried on transient errors."""
+        import aiohttp
+
         url = f"{self.base_url}/latest/meta-data/{path.lstrip('/')}"
         backoff = Backoff(self.backoff, maximum=self.backoff * 1.2**self.attempts, factor=1.2)
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
         last = ""
         for attempt in range(1, self.attempts + 1):
             try:
-                async with aiohttp.ClientSession(timeout=self._timeout) as session:
+                async with aiohttp.ClientSession(timeout=timeout) as session:
                     return await self._get_once(session, url)
             except MetadataError as exc:
                 if "HTTP 404" in str(exc):
@@ -112,16 +119,33 @@ class MetadataClient:
     async def instance_id(self) -> str:
         return await self.get("instance-id")
 
+    async def primary_mac(self) -> str:
+        """MAC (lower case) of the instance's primary ENI, whose netdev belongs to the OS."""
+        return (await self.get("mac")).lower()
+
     async def eni_network(self, mac: str) -> EniNetwork:
         """Primary IP, vSwitch CIDR and gateway of the ENI with this MAC."""
         base = f"network/interfaces/macs/{mac}"
         address = await self.get(f"{base}/primary-ip-address")
         cidr = await self.get(f"{base}/vswitch-cidr-block")
         gateway = await self.get(f"{base}/gateway")
-        try:
-            ipaddress.IPv4Address(address)
-            ipaddress.IPv4Address(gateway)
-            prefix = ipaddress.IPv4Network(cidr, strict=False).prefixlen
-        except ValueError as exc:
-            raise MetadataError(f"metadata for MAC {mac} is not usable: {exc}") from None
-        return EniNetwork(mac=mac, address=address, prefix_len=prefix, gateway=gateway)
+        _checked(f"{base}/primary-ip-address", address, ipaddress.IPv4Address, "an IPv4 address")
+        _checked(f"{base}/gateway", gateway, ipaddress.IPv4Address, "an IPv4 address")
+        net = _checked(f"{base}/vswitch-cidr-block", cidr, _cidr, "a CIDR such as 10.0.0.0/24")
+        return EniNetwork(mac=mac, address=address, prefix_len=net.prefixlen, gateway=gateway)
+
+
+def _cidr(value: str) -> ipaddress.IPv4Network:
+    """An IPv4 network with an explicit prefix: a bare address would silently mean a /32."""
+    if "/" not in value:
+        raise ValueError("no prefix length")
+    return ipaddress.IPv4Network(value, strict=False)
+
+
+def _checked(path: str, value: str, parse: Callable[[str], T], accepted: str) -> T:
+    """``parse(value)``, or a MetadataError naming the metadata path, the value and the form
+    accepted: a bad answer would otherwise surface as a bare netlink error much later."""
+    try:
+        return parse(value)
+    except ValueError:
+        raise MetadataError(f"metadata {path} is {value!r}, not {accepted}") from None

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -69,6 +69,14 @@ def find_link(ipr: Any, mac: str) -> Any:
         if (link.get_attr("IFLA_ADDRESS") or "").lower() == want:
             return link
     raise NetdevError(f"no network device with MAC {mac}; is the ERI attached to this node?")
+
+
+def present_macs(macs: Iterable[str], netns: str | None = None) -> frozenset[str]:
+    """Which of ``macs`` (lower-cased) belong to a network device in this namespace: Local mode
+    configures only those, a device moved into another namespace is someone else's."""
+    with _ipr(netns) as ipr:
+        here = {(link.get_attr("IFLA_ADDRESS") or "").lower() for link in ipr.get_links()}
+    return frozenset(m.lower() for m in macs) & here
 
 
 def _global_addresses(ipr: Any, index: int) -> list[str]:

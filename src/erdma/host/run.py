@@ -8,8 +8,11 @@ host's kmod and module tree live.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import shlex
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -47,8 +50,14 @@ class Runner:
             return ("nsenter", "-t", "1", "-m", "--", *argv)
         return tuple(argv)
 
-    async def run(self, argv: Sequence[str], input_text: str | None = None) -> Result:
+    async def run(
+        self, argv: Sequence[str], input_text: str | None = None, timeout: float | None = None
+    ) -> Result:
+        """Run `argv` to completion within `timeout` (default: the runner's), as exit 124 when
+        it runs out; the command's whole process group is killed then, so an installer's
+        compilers do not outlive it."""
         full = self.wrap(argv)
+        limit = self.timeout if timeout is None else timeout
         log.debug("run", extra={"argv": list(full)})
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -56,6 +65,7 @@ class Runner:
                 stdin=asyncio.subprocess.PIPE if input_text is not None else None,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
             )
         except FileNotFoundError as exc:
             return Result(tuple(argv), 127, "", f"{full[0]}: command not found ({exc})")
@@ -63,18 +73,22 @@ class Runner:
             return Result(tuple(argv), 126, "", f"{full[0]}: cannot execute ({exc})")
         try:
             out, err = await asyncio.wait_for(
-                proc.communicate(input_text.encode() if input_text is not None else None),
-                self.timeout,
+                proc.communicate(input_text.encode() if input_text is not None else None), limit
             )
         except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            return Result(tuple(argv), 124, "", f"timed out after {self.timeout:g}s")
+            await _kill_group(proc)
+            return Result(tuple(argv), 124, "", f"timed out after {limit:g}s")
         except asyncio.CancelledError:  # the agent is stopping: leave no orphan behind
-            proc.kill()
-            await proc.wait()
+            await _kill_group(proc)
             raise
         return Result(tuple(argv), proc.returncode or 0, out.decode(), err.decode())
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the command and everything it started (its own session, see `run`)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    await proc.wait()
 
 
 Handler = Callable[[tuple[str, ...]], Result | None]
@@ -94,7 +108,9 @@ class RecordingRunner(Runner):
     host_namespace: bool = False
     timeout: float = 0.0
 
-    async def run(self, argv: Sequence[str], input_text: str | None = None) -> Result:
+    async def run(
+        self, argv: Sequence[str], input_text: str | None = None, timeout: float | None = None
+    ) -> Result:
         full = self.wrap(argv)
         self.calls.append(full)
         for handler in self.handlers:

@@ -20,13 +20,31 @@
 {{- if and (ne (toString $c.enableInitContainerInject) "false") (ne (toString $c.enableDevicePlugin) "false") }}true{{ end -}}
 {{- end -}}
 
-{{/* The agent needs the host network namespace to bring up the ERI netdevs (Regular mode) and
-     to keep the host's SMC pnet table, which it does while preparing the node
-     (agent.prepareNode) for SMC-R in PreStartContainer. With the webhook path, Regular mode
-     already gives it the host network. */}}
+{{/* The agent needs the host network namespace (and NET_ADMIN) to bring up the ERI netdevs:
+     always in Regular mode, in Local mode with agent.bringUpLocalERIs (true in values.yaml; a
+     release of a chart version without the value, kept by `helm upgrade --reuse-values`, keeps
+     the privileges it had and its agent leaves the netdevs alone). It also keeps the host's SMC
+     pnet table, per network namespace, while preparing the node for SMC-R in PreStartContainer. */}}
 {{- define "erdma.agentHostNetwork" -}}
 {{- $prestart := eq (include "erdma.smcrMode" .) "prestart" -}}
-{{- if or (not .Values.config.localERIDiscovery) (and $prestart .Values.agent.prepareNode) }}true{{ end -}}
+{{- $bringUp := eq (toString .Values.agent.bringUpLocalERIs) "true" -}}
+{{- if or (not .Values.config.localERIDiscovery) $bringUp (and $prestart .Values.agent.prepareNode) }}true{{ end -}}
+{{- end -}}
+
+{{/* Whether the agent installs a missing driver, which it does while preparing the node:
+     agent.driverInstaller.enabled (true in values.yaml, as in the reference). A release of a
+     chart version without the value (kept by `helm upgrade --reuse-values`) never installed
+     drivers and keeps not doing so, with the privileges it had. */}}
+{{- define "erdma.driverInstaller" -}}
+{{- $i := .Values.agent.driverInstaller | default dict -}}
+{{- if and .Values.agent.prepareNode (eq (toString $i.enabled) "true") }}true{{ end -}}
+{{- end -}}
+
+{{/* The agent runs host commands in PID 1's namespaces when asked to (agent.hostNamespace) and
+     whenever it may install the driver: the installer uses the host's package manager and
+     builds for the host's kernel. */}}
+{{- define "erdma.agentHostNamespace" -}}
+{{- if or .Values.agent.hostNamespace (include "erdma.driverInstaller" .) }}true{{ end -}}
 {{- end -}}
 
 {{/* The CRI socket file mounted for PreStartContainer: agent.runtimeSocket, or for values of a

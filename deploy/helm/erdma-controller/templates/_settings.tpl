@@ -34,6 +34,7 @@
 {{- $a := .Values.agent -}}
 {{- $m := $a.metrics | default dict -}}
 {{- $n := $a.nccl | default dict -}}
+{{- $i := $a.driverInstaller | default dict -}}
 {{- $d := .Values.dra | default dict -}}
 version: v1
 resources: [aliyun/erdma]
@@ -50,8 +51,15 @@ cdiSpecDir: {{ include "erdma.cdiSpecDir" . }}
 prepareNode: {{ $a.prepareNode | toJson }}
 jumboFrameMTU: {{ $a.jumboFrameMTU | toJson }}
 metricsPort: {{ $m.port | toJson }}
-hostNamespace: {{ $a.hostNamespace | toJson }}
+hostNamespace: {{ eq (include "erdma.agentHostNamespace" .) "true" }}
 driverInstallCommand: {{ $a.driverInstallCommand | toJson }}
+driverInstaller:
+  enabled: {{ eq (include "erdma.driverInstaller" .) "true" }}
+  version: {{ $i.version | toJson }}
+  mirror: {{ $i.mirror | toJson }}
+  installerSha256: {{ $i.installerSha256 | toJson }}
+  envSetupSha256: {{ $i.envSetupSha256 | toJson }}
+  timeoutSeconds: {{ $i.timeoutSeconds | toJson }}
 logLevel: {{ $a.logLevel | toJson }}
 nccl:
   enabled: {{ $n.enabled | toJson }}
