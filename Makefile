@@ -44,6 +44,8 @@ stubs: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench.bench_agent
 	$(PY) -m bench.bench_controller_cloud --nodes 1000
+	$(PY) -m bench.bench_node_ready --nodes 50
+	$(PY) -m bench.bench_controller_scale --nodes 5000
 
 ## chaos: the fault suite at full trial counts; rewrites the table in docs/reliability.md
 chaos: $(STAMP)

@@ -70,6 +70,10 @@ def test_node_selector_is_exact_label_match():
         ({"waitNodeReadyTimeoutSeconds": "soon"}, "value 'soon' is invalid"),
         ({"manageNonOwnedENIs": "maybe"}, "key 'manageNonOwnedENIs': value 'maybe' is invalid"),
         (
+            {"reconcileWorkers": 0},
+            "key 'reconcileWorkers': value 0 is invalid: Input should be greater than or equal",
+        ),
+        (
             {"cleanupRunningInstances": "sometimes"},
             "key 'cleanupRunningInstances': value 'sometimes' is invalid",
         ),

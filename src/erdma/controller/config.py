@@ -139,6 +139,14 @@ class ControllerConfig(BaseModel):
     reverify_interval_seconds: float = Field(
         300.0, gt=0, alias="reverifyIntervalSeconds", description="recheck interval for Ready Nodes"
     )
+    reconcile_workers: int = Field(
+        16,
+        ge=1,
+        le=256,
+        alias="reconcileWorkers",
+        description="Nodes reconciled at once; concurrent passes share their ECS look-ups, and "
+        "the client's rate limit still bounds the calls",
+    )
     error_requeue_seconds: float = Field(
         30.0, gt=0, alias="errorRequeueSeconds", description="retry interval after a failure"
     )

@@ -125,7 +125,7 @@ def operator_settings() -> kopf.OperatorSettings:
     return settings
 
 
-async def run_workers(reconciler: NodeReconciler, queue: WorkQueue, workers: int = 4) -> None:
+async def run_workers(reconciler: NodeReconciler, queue: WorkQueue, workers: int) -> None:
     """Run reconciles from the queue forever (until cancelled)."""
 
     async def worker() -> None:
@@ -159,7 +159,7 @@ async def run_operator(
     registry = build_registry(reconciler, queue, kubeconfig)
     sweeper = OrphanSweeper(reconciler.kube, reconciler.cloud, reconciler.config)
     background = [
-        asyncio.create_task(run_workers(reconciler, queue)),
+        asyncio.create_task(run_workers(reconciler, queue, reconciler.config.reconcile_workers)),
         asyncio.create_task(sweeper.run(reconciler.config.reverify_interval_seconds)),
     ]
     try:
