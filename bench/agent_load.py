@@ -4,6 +4,11 @@ Each caller is its own process with its own gRPC channel (blocking stub, one cal
 so the client side scales with the callers instead of one Python process being the bottleneck.
 The same processes run every phase in turn, a barrier starting each: the no-op floor
 (GetDevicePluginOptions) and Allocate are measured the same way, in the same run.
+
+A caller keeps its timings until every phase is over and reports them after a last barrier:
+a caller that reported as soon as it finished (a multiprocessing queue put, or its process
+exiting) stalled the agent's remaining callers for up to a second on this 2-core machine,
+which showed up as a p99 tail of 0.3-1.2 s that no kubelet would see.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 
 import grpc
 
+from bench.stats import pct
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
 from erdma.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 
@@ -35,15 +41,24 @@ class Phase:
     calls: int  # per caller
 
 
+#: one call: (start, end) in CLOCK_MONOTONIC seconds, comparable between processes
+Call = tuple[float, float]
+
+
 @dataclass(frozen=True)
 class PhaseResult:
     phase: Phase
-    samples_ms: list[float]
-    calls_per_s: float  # every caller's calls over the span from first start to last end
+    calls: list[list[Call]]  # per caller, in the order it made them
+
+    @property
+    def calls_per_s(self) -> float:
+        """Every caller's calls over the span from the first start to the last end."""
+        span = max(c[-1][1] for c in self.calls) - min(c[0][0] for c in self.calls)
+        return sum(len(c) for c in self.calls) / span
 
     def pct(self, q: float) -> float:
-        ordered = sorted(self.samples_ms)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        """The `q` quantile of the phase's call latencies, in milliseconds."""
+        return pct([(end - start) * 1000 for mine in self.calls for start, end in mine], q)
 
 
 def _caller(
@@ -52,7 +67,7 @@ def _caller(
     device_id: str,
     phases: list[Phase],
     barrier: Barrier,
-    out: Queue[tuple[float, float, list[float]]],
+    out: Queue[tuple[int, list[list[Call]]]],
 ) -> None:
     """One caller process: a warm channel, then its share of every phase it takes part in."""
     channel = grpc.insecure_channel(f"unix://{socket}")
@@ -67,19 +82,21 @@ def _caller(
     }
     for call in calls.values():  # first calls pay for lazy set-up on both sides
         call()
+    made: list[list[Call]] = []  # per phase taken part in
     for phase in phases:
         barrier.wait(PHASE_TIMEOUT)
         if index >= phase.callers:
             continue
         call = calls[phase.method]
-        samples = []
-        began = time.monotonic()  # CLOCK_MONOTONIC: comparable between processes
+        mine: list[Call] = []
         for _ in range(phase.calls):
-            started = time.perf_counter()
+            started = time.monotonic()
             call()
-            samples.append((time.perf_counter() - started) * 1000)
-        out.put((began, time.monotonic(), samples))
+            mine.append((started, time.monotonic()))
+        made.append(mine)
+    barrier.wait(PHASE_TIMEOUT)  # report only once every phase is over: see the module doc
     channel.close()
+    out.put((index, made))
 
 
 def run_phases(socket: Path, device_id: str, phases: list[Phase]) -> list[PhaseResult]:
@@ -87,7 +104,7 @@ def run_phases(socket: Path, device_id: str, phases: list[Phase]) -> list[PhaseR
     context = multiprocessing.get_context("spawn")  # never fork a process that runs gRPC
     processes = max(p.callers for p in phases)
     barrier = context.Barrier(processes + 1)
-    out: Queue[tuple[float, float, list[float]]] = context.Queue()
+    out: Queue[tuple[int, list[list[Call]]]] = context.Queue()
     workers = [
         context.Process(
             target=_caller, args=(i, str(socket), device_id, phases, barrier, out), daemon=True
@@ -96,18 +113,23 @@ def run_phases(socket: Path, device_id: str, phases: list[Phase]) -> list[PhaseR
     ]
     for worker in workers:
         worker.start()
-    results = []
     try:
-        for phase in phases:
+        for _ in phases:
             barrier.wait(PHASE_TIMEOUT)
-            reports = [out.get(timeout=PHASE_TIMEOUT) for _ in range(phase.callers)]
-            span = max(r[1] for r in reports) - min(r[0] for r in reports)
-            samples = [s for r in reports for s in r[2]]
-            results.append(PhaseResult(phase, samples, len(samples) / span))
+        barrier.wait(PHASE_TIMEOUT)  # the last phase is over
+        reports = dict(out.get(timeout=PHASE_TIMEOUT) for _ in workers)
     except (queue.Empty, threading.BrokenBarrierError):
         for worker in workers:
             worker.kill()
         raise
     for worker in workers:
         worker.join(30)
-    return results
+    return [
+        PhaseResult(phase, [reports[i][taken(phases[:n], i)] for i in range(phase.callers)])
+        for n, phase in enumerate(phases)
+    ]
+
+
+def taken(earlier: list[Phase], index: int) -> int:
+    """How many of the `earlier` phases caller `index` took part in."""
+    return sum(index < p.callers for p in earlier)

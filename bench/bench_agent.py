@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench.agent_load import ALLOCATE, FLOOR, Phase, PhaseResult, run_phases
+from bench.stats import pct
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
 from erdma.sim.fakehost_specs import PRIMARY, FakeNetdev, FakeRdma, HostSpec, mlx5_hca
 from erdma.sim.node import SimulatedNode
@@ -31,11 +32,6 @@ ERDMA = "aliyun/erdma"
 SHARED = "rdma/hca"
 CALLERS = (1, 16, 64)
 Rows = list[tuple[str, str]]
-
-
-def pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def latency(

@@ -37,6 +37,7 @@ from lightkube.models.core_v1 import NodeSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
 
+from bench.stats import pct
 from erdma.agent.config import build_config
 from erdma.agent.service import Agent
 from erdma.controller.config import parse_config
@@ -146,11 +147,6 @@ async def allocatable(kubelet: FakeKubelet, timeout: float) -> float:
     """The monotonic time kubelet first holds a non-empty `aliyun/erdma` list."""
     await kubelet.wait_for(lambda: bool(kubelet.latest(ERDMA)), timeout, "allocatable")
     return time.monotonic()
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def measure(args: argparse.Namespace, server: KubeApiServer) -> None:
