@@ -1,4 +1,4 @@
-"""Bring up the network device of a secondary ERI (Regular mode), with pyroute2.
+"""Bring up the network device of a secondary ERI (Regular mode), over rtnetlink.
 
 A secondary ERI appears in the OS as a plain Ethernet device that nobody configures: no address,
 often down. RDMA over it needs the address the VPC assigned, a subnet route and a default route
@@ -12,23 +12,22 @@ that never outranks the primary interface's. The rules follow the reference agen
 - on any error put the device down again, so a half-configured interface cannot steal traffic.
 
 Everything runs in one network namespace: the host's by default, or the one at ``netns`` (a
-path such as ``/var/run/netns/x``), which is how the tests use a real namespace with a veth.
+path such as ``/var/run/netns/x``, entered by a short-lived thread), which is how the tests use
+a real namespace with a veth.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
-import socket
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from pyroute2 import IPRoute
-from pyroute2.netlink.exceptions import NetlinkError
+from typing import Literal, TypeVar
 
 from erdma.host.metadata import EniNetwork
+from erdma.host.netlink.core import NetlinkSocket
+from erdma.host.netlink.rtnl import IFF_UP, NETLINK_ROUTE, Link, Route, Rtnl
+from erdma.host.netns import run_in_netns
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +35,6 @@ MIN_ROUTE_METRIC = 200
 MAIN_TABLE = 254
 SCOPE_LINK = 253
 PROTO_KERNEL = 2
-IFF_UP = 0x1
 
 
 class NetdevError(RuntimeError):
@@ -53,20 +51,24 @@ class NetdevResult:
     default_metric: int | None = None
 
 
-@contextmanager
-def _ipr(netns: str | None) -> Iterator[Any]:
-    ipr = IPRoute(netns=netns, flags=0) if netns else IPRoute()
-    try:
-        yield ipr
-    finally:
-        ipr.close()
+T = TypeVar("T")
 
 
-def find_link(ipr: Any, mac: str) -> Any:
-    """The link message whose hardware address is ``mac``; NetdevError when none is."""
+def with_rtnl(netns: str | None, work: Callable[[Rtnl], T]) -> T:
+    """Run ``work`` with an rtnetlink socket opened in ``netns`` (None: this namespace)."""
+
+    def opened() -> T:
+        with NetlinkSocket(NETLINK_ROUTE) as sock:
+            return work(Rtnl(sock))
+
+    return run_in_netns(netns, opened)
+
+
+def find_link(rtnl: Rtnl, mac: str) -> Link:
+    """The link whose hardware address is ``mac``; NetdevError when none is."""
     want = mac.lower()
-    for link in ipr.get_links():
-        if (link.get_attr("IFLA_ADDRESS") or "").lower() == want:
+    for link in rtnl.links():
+        if link.mac == want:
             return link
     raise NetdevError(f"no network device with MAC {mac}; is the ERI attached to this node?")
 
@@ -74,122 +76,98 @@ def find_link(ipr: Any, mac: str) -> Any:
 def present_macs(macs: Iterable[str], netns: str | None = None) -> frozenset[str]:
     """Which of ``macs`` (lower-cased) belong to a network device in this namespace: Local mode
     configures only those, a device moved into another namespace is someone else's."""
-    with _ipr(netns) as ipr:
-        here = {(link.get_attr("IFLA_ADDRESS") or "").lower() for link in ipr.get_links()}
+    here = with_rtnl(netns, lambda rtnl: {link.mac for link in rtnl.links()})
     return frozenset(m.lower() for m in macs) & here
 
 
-def _global_addresses(ipr: Any, index: int) -> list[str]:
+def _global_addresses(rtnl: Rtnl, index: int) -> list[str]:
     """Addresses that are neither link-local (fe80::/10, 169.254/16) nor host-scoped."""
-    found = []
-    for msg in ipr.get_addr(index=index):
-        addr = msg.get_attr("IFA_ADDRESS")
-        if addr and not ipaddress.ip_address(addr).is_link_local and msg["scope"] == 0:
-            found.append(addr)
-    return found
+    return [
+        a.address
+        for a in rtnl.addresses(index)
+        if not ipaddress.ip_address(a.address).is_link_local and a.scope == 0
+    ]
 
 
-def _routes_to(ipr: Any, dst: ipaddress.IPv4Network) -> list[Any]:
+def _routes_to(rtnl: Rtnl, dst: ipaddress.IPv4Network) -> list[Route]:
     """Main-table IPv4 routes whose destination is exactly ``dst``."""
-    out = []
-    for r in ipr.get_routes(family=socket.AF_INET, table=MAIN_TABLE):
-        if r["dst_len"] != dst.prefixlen:
-            continue
-        if (r.get_attr("RTA_DST") or "0.0.0.0") == str(dst.network_address):
-            out.append(r)
-    return out
+    return [r for r in rtnl.routes(MAIN_TABLE) if r.dst == dst]
 
 
-def _ensure_route(ipr: Any, dst: ipaddress.IPv4Network, index: int, **extra: Any) -> int:
+def _ensure_route(
+    rtnl: Rtnl, dst: ipaddress.IPv4Network, index: int, scope: int = 0, gateway: str | None = None
+) -> int:
     """Add a route to ``dst`` via ``index`` unless one exists; returns its metric."""
-    existing = _routes_to(ipr, dst)
+    existing = _routes_to(rtnl, dst)
     for r in existing:
-        same_gw = r.get_attr("RTA_GATEWAY") == extra.get("gateway")
-        if r.get_attr("RTA_OIF") == index and r["proto"] != PROTO_KERNEL and same_gw:
-            return int(r.get_attr("RTA_PRIORITY") or 0)
-    metrics = [int(r.get_attr("RTA_PRIORITY") or 0) for r in existing]
-    metric = max([MIN_ROUTE_METRIC, *(m + 1 for m in metrics)])
-    ipr.route(
-        "add",
-        dst=str(dst.network_address),
-        dst_len=dst.prefixlen,
-        oif=index,
-        priority=metric,
-        table=MAIN_TABLE,
-        **extra,
-    )
+        if r.oif == index and r.protocol != PROTO_KERNEL and r.gateway == gateway:
+            return r.priority
+    metric = max([MIN_ROUTE_METRIC, *(r.priority + 1 for r in existing)])
+    rtnl.add_route(Route(dst, MAIN_TABLE, 0, scope, index, gateway, metric))
     return metric
 
 
-def _delete_kernel_prefix_route(ipr: Any, net: ipaddress.IPv4Network, index: int) -> None:
-    for r in _routes_to(ipr, net):
-        if r.get_attr("RTA_OIF") == index and r["proto"] == PROTO_KERNEL:
-            ipr.route(
-                "del",
-                dst=str(net.network_address),
-                dst_len=net.prefixlen,
-                oif=index,
-                proto=PROTO_KERNEL,
-                scope=r["scope"],
-                table=MAIN_TABLE,
-                priority=r.get_attr("RTA_PRIORITY") or 0,
-            )
+def _delete_kernel_prefix_route(rtnl: Rtnl, net: ipaddress.IPv4Network, index: int) -> None:
+    for r in _routes_to(rtnl, net):
+        if r.oif == index and r.protocol == PROTO_KERNEL:
+            rtnl.delete_route(r)
 
 
 def configure_eri_netdev(
     mac: str, net: EniNetwork, mtu: int | None = None, netns: str | None = None
 ) -> NetdevResult:
     """Configure the device with ``mac`` for ``net``; see the module docstring for the rules."""
-    with _ipr(netns) as ipr:
-        link = find_link(ipr, mac)
-        index = int(link["index"])
-        name = str(link.get_attr("IFLA_IFNAME"))
-        oper_up = link.get_attr("IFLA_OPERSTATE") == "UP" and bool(link["flags"] & IFF_UP)
-        addresses = _global_addresses(ipr, index)
-        if oper_up and addresses:
-            if mtu:
-                ipr.link("set", index=index, mtu=mtu)
-            if net.address not in addresses:
-                log.error(
-                    "%s (%s) is up with %s but not with the VPC address %s; another network "
-                    "agent may manage it (exclude ERIs from it, e.g. terway's ENI whitelist)",
-                    name,
-                    mac,
-                    ", ".join(addresses),
-                    net.address,
-                )
-            return NetdevResult(name, "already-up")
-        step = "set MTU"
-        try:
-            if mtu:
-                ipr.link("set", index=index, mtu=mtu)
-            step = "set link up"
-            ipr.link("set", index=index, state="up")
-            step = f"add address {net.address}/{net.prefix_len}"
-            if net.address not in addresses:
-                ipr.addr("add", index=index, address=net.address, prefixlen=net.prefix_len)
-            step = "delete the kernel prefix route"
-            _delete_kernel_prefix_route(ipr, net.network, index)
-            step = f"add subnet route {net.network}"
-            subnet_metric = _ensure_route(ipr, net.network, index, scope=SCOPE_LINK)
-            step = f"add default route via {net.gateway}"
-            default_metric = _ensure_route(
-                ipr, ipaddress.IPv4Network("0.0.0.0/0"), index, gateway=net.gateway
+    return with_rtnl(netns, lambda rtnl: _configure(rtnl, mac, net, mtu))
+
+
+def _configure(rtnl: Rtnl, mac: str, net: EniNetwork, mtu: int | None) -> NetdevResult:
+    link = find_link(rtnl, mac)
+    index, name = link.index, link.name
+    addresses = _global_addresses(rtnl, index)
+    if link.oper_up and link.flags & IFF_UP and addresses:
+        if mtu:
+            rtnl.set_link(index, mtu=mtu)
+        if net.address not in addresses:
+            log.error(
+                "%s (%s) is up with %s but not with the VPC address %s; another network "
+                "agent may manage it (exclude ERIs from it, e.g. terway's ENI whitelist)",
+                name,
+                mac,
+                ", ".join(addresses),
+                net.address,
             )
-        except (NetlinkError, OSError, ValueError) as exc:
-            try:
-                ipr.link("set", index=index, state="down")
-            except (NetlinkError, OSError) as down_exc:
-                log.error("could not set %s down after a failure: %s", name, down_exc)
-            raise NetdevError(f"{name} ({mac}): {step} failed: {exc}; link set down") from exc
-        log.info(
-            "configured %s (%s): %s/%d, subnet metric %d, default via %s metric %d",
-            name,
-            mac,
-            net.address,
-            net.prefix_len,
-            subnet_metric,
-            net.gateway,
-            default_metric,
+        return NetdevResult(name, "already-up")
+    step = "set MTU"
+    try:
+        if mtu:
+            rtnl.set_link(index, mtu=mtu)
+        step = "set link up"
+        rtnl.set_link(index, up=True)
+        step = f"add address {net.address}/{net.prefix_len}"
+        if net.address not in addresses:
+            rtnl.add_address(index, net.address, net.prefix_len)
+        step = "delete the kernel prefix route"
+        _delete_kernel_prefix_route(rtnl, net.network, index)
+        step = f"add subnet route {net.network}"
+        subnet_metric = _ensure_route(rtnl, net.network, index, scope=SCOPE_LINK)
+        step = f"add default route via {net.gateway}"
+        default_metric = _ensure_route(
+            rtnl, ipaddress.IPv4Network("0.0.0.0/0"), index, gateway=net.gateway
         )
-        return NetdevResult(name, "configured", subnet_metric, default_metric)
+    except (OSError, ValueError) as exc:  # core.NetlinkError is an OSError
+        try:
+            rtnl.set_link(index, up=False)
+        except OSError as down_exc:
+            log.error("could not set %s down after a failure: %s", name, down_exc)
+        raise NetdevError(f"{name} ({mac}): {step} failed: {exc}; link set down") from exc
+    log.info(
+        "configured %s (%s): %s/%d, subnet metric %d, default via %s metric %d",
+        name,
+        mac,
+        net.address,
+        net.prefix_len,
+        subnet_metric,
+        net.gateway,
+        default_metric,
+    )
+    return NetdevResult(name, "configured", subnet_metric, default_metric)
