@@ -14,8 +14,9 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Event
 
 from erdma.kube import crd
+from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.audit import eris_on, leaked, ours
-from tests.fakes.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, cloud_for
+from tests.fakes.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, cloud_for, standard_world
 from tests.fakes.ecs.records import PREVIEW_REFUSED_CODE
 from tests.integration.controller_rig import running_controller, wait_for_call
 from tests.integration.controller_support import add_node, device, eventually, ready_device
@@ -122,3 +123,28 @@ async def test_a_refused_primary_conversion_gets_card_0_a_new_eri(
     refused = [m for _, r, m in told if r == "PrimaryENIConversionRefused"]
     assert refused and code in refused[0]
     assert emu.faults.calls["ModifyNetworkInterfaceAttribute"] == 1
+
+
+async def test_the_jumbo_frame_is_read_once_per_bring_up_and_again_at_reverify(kube_api, k8s):
+    """DescribeInstanceAttribute has no batch form: the passes while an ERI attaches reuse the
+    first read; the Ready re-verify reads again, so a setting changed in ECS is followed."""
+    with EcsEmulator(standard_world(transition_delay=1.0)).in_thread() as emu:
+        inst = emu.world.add_instance(GPU_TWO_CARDS.name, jumbo_frame=True)
+        async with running_controller(
+            kube_api.kubeconfig, cloud_for(emu), reverifyIntervalSeconds=3
+        ):
+            name = await add_node(k8s, inst)
+            ready = await eventually(lambda: ready_device(k8s, name))
+            passes = emu.faults.calls["DescribeNetworkInterfaces"]
+            assert ready["spec"]["jumboFrame"] is True
+            assert emu.faults.calls["DescribeInstanceAttribute"] == 1 and passes >= 3
+
+            with emu.world.lock:
+                inst.jumbo_frame = False
+
+            async def jumbo_off() -> dict | None:
+                obj = await device(k8s, name)
+                return obj if obj and obj["spec"]["jumboFrame"] is False else None
+
+            await eventually(jumbo_off, timeout=10)
+        assert emu.faults.calls["DescribeInstanceAttribute"] == 2

@@ -64,6 +64,13 @@ class NodeReconciler:
         self.config = config
         self.events = events
         self.clock = clock
+        # node name -> the last jumbo-frame read: (instance id, value, time.monotonic()); _jumbo
+        self._jumbo_read: dict[str, tuple[str, bool, float]] = {}
+
+    def _forget(self, name: str) -> None:
+        """Drop what is kept about a Node that is gone or no longer has an object."""
+        self.metrics.forget_node(name)
+        self._jumbo_read.pop(name, None)
 
     async def reconcile(self, name: str) -> float | None:
         """Bring Node ``name`` and its ERdmaDevice in line; returns the requeue delay."""
@@ -170,7 +177,7 @@ class NodeReconciler:
         if current is not None and before is not None and before.deleting:
             # Deleted by a person while the Node lives: let it go; the next pass recreates it.
             await self.kube.drop_finalizer(current)
-            self.metrics.forget_node(name)
+            self._forget(name)
             return metrics.RESULT_PENDING, self.config.pending_requeue_seconds
         jumbo = await self._jumbo(node, instance, before)
         await device_report.report(self.events, node, result, before)
@@ -203,12 +210,21 @@ class NodeReconciler:
     ) -> Jumbo:
         """The jumbo-frame setting; when ECS cannot say, the value the object already holds.
 
-        A failed read (throttled, 5xx, denied) never turns a known setting into a guess; only a
-        new object, which has no value yet, starts with False (as the reference does) until a
-        read succeeds.
+        The setting is read from ECS (DescribeInstanceAttribute, one call per instance: the
+        API has no batch form) on a Node's first pass and then at most once per
+        ``reverifyIntervalSeconds`` for the same instance, the Ready re-verify cadence; the
+        passes between (an ERI attaching, a status update) reuse the value that read returned
+        (not the object's, which a person may have edited). A failed read (throttled, 5xx,
+        denied) never turns a known setting into a guess; only a new object, which has no
+        value yet, starts with False (as the reference does) until a read succeeds.
         """
+        name = node["metadata"]["name"]
+        last = self._jumbo_read.get(name)
+        if last is not None and last[0] == instance.id:
+            if time.monotonic() - last[2] < self.config.reverify_interval_seconds:
+                return Jumbo(last[1], True)
         try:
-            return Jumbo(await self.cloud.jumbo_frame(instance.id), True)
+            value = await self.cloud.jumbo_frame(instance.id)
         except CloudError as exc:
             if before is not None:
                 message = f"cannot read jumbo-frame setting, keeping {before.jumbo_frame}: {exc}"
@@ -217,12 +233,14 @@ class NodeReconciler:
             message = f"cannot read jumbo-frame setting, assuming off until it can: {exc}"
             await self.events.record(node, "Warning", REASON_CLOUD_FAILED, message)
             return Jumbo(False, False)
+        self._jumbo_read[name] = (instance.id, value, time.monotonic())
+        return Jumbo(value, True)
 
     async def node_gone(self, name: str) -> float | None:
         """The Node is deleted: clean up its ERIs (as far as allowed), then remove its object."""
         current = await self.kube.get_device(name)
         if current is None:
-            self.metrics.forget_node(name)
+            self._forget(name)
             return None
         ref = {"metadata": {"name": name, "uid": _owner_uid(current)}}
         return await self._remove(current, ref, node_gone=True)
@@ -267,7 +285,7 @@ class NodeReconciler:
                 return self.config.pending_requeue_seconds
         await self.kube.drop_finalizer(current)
         await self.kube.delete_device(name)
-        self.metrics.forget_node(name)
+        self._forget(name)
         log.info("removed ERdmaDevice %s", name)
         return None
 
