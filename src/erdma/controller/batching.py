@@ -5,6 +5,11 @@ few items of the same kind: its instance, its ENIs. ECS answers up to 100 of the
 so a ``Coalescer`` collects the keys asked for during a short window (or until a batch is full)
 and fetches them together; every caller gets its own item. A failed fetch fails every caller of
 that batch with the same error, as if each had made the call itself.
+
+With a token bucket, a batch books its request's slot when it opens and stays open until that
+slot comes due (at least the window): while the account's rate limit holds calls back, the
+look-ups asked for meanwhile ride in one request instead of queueing for one each, at no extra
+latency (the request could not have gone out earlier).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Generic, TypeVar
+
+from erdma.controller.ratelimit import TokenBucket
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -21,7 +28,8 @@ class Coalescer(Generic[K, V]):
     """``get(key)`` waits up to ``window`` seconds for company, then one ``fetch`` serves all.
 
     ``fetch`` receives at most ``max_batch`` distinct keys and returns what it found; a key it
-    leaves out is answered with None.
+    leaves out is answered with None. Its first call through ``bucket`` uses the slot the batch
+    booked (see the module docstring).
     """
 
     def __init__(
@@ -30,6 +38,7 @@ class Coalescer(Generic[K, V]):
         *,
         window: float,
         max_batch: int,
+        bucket: TokenBucket | None = None,
     ) -> None:
         if window < 0 or max_batch < 1:
             raise ValueError(
@@ -38,16 +47,21 @@ class Coalescer(Generic[K, V]):
         self._fetch = fetch
         self._window = window
         self._max = max_batch
+        self._bucket = bucket
         self._keys: dict[K, None] = {}
         self._answer: asyncio.Future[Mapping[K, V]] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._due = 0.0  # loop time at which the open batch's booked slot comes due
         self._running: set[asyncio.Task[None]] = set()
 
     async def get(self, key: K) -> V | None:
         """The item for ``key``, fetched together with those asked for by concurrent callers."""
         if self._answer is None:
-            self._answer = asyncio.get_running_loop().create_future()
-            self._timer = asyncio.get_running_loop().call_later(self._window, self._flush)
+            loop = asyncio.get_running_loop()
+            slot = self._bucket.reserve() if self._bucket is not None else 0.0
+            self._due = loop.time() + slot
+            self._answer = loop.create_future()
+            self._timer = loop.call_later(max(self._window, slot), self._flush)
         answer = self._answer
         self._keys[key] = None
         if len(self._keys) >= self._max:
@@ -63,13 +77,17 @@ class Coalescer(Generic[K, V]):
         self._answer, self._timer, self._keys = None, None, {}
         if answer is None:
             return
-        task = asyncio.ensure_future(self._run(keys, answer))
+        task = asyncio.ensure_future(self._run(keys, answer, self._due))
         self._running.add(task)  # a reference, so the task is not collected before it ends
         task.add_done_callback(self._running.discard)
 
-    async def _run(self, keys: list[K], answer: asyncio.Future[Mapping[K, V]]) -> None:
+    async def _run(self, keys: list[K], answer: asyncio.Future[Mapping[K, V]], due: float) -> None:
         try:
-            answer.set_result(await self._fetch(keys))
+            if self._bucket is None:
+                answer.set_result(await self._fetch(keys))
+                return
+            async with self._bucket.booked(due - asyncio.get_running_loop().time()):
+                answer.set_result(await self._fetch(keys))
         except asyncio.CancelledError:
             answer.cancel()
             raise

@@ -111,9 +111,14 @@ class EcsCloud:
         self.throttle = ThrottleGate(settings.throttle, rng=self._rng, sleep=sleep)
         self._caps: dict[str, asyncio.Future[InstanceTypeCaps]] = {}
         window = settings.batch_window
-        self._instances = Coalescer(self._instances_by_id, window=window, max_batch=PAGE_SIZE)
-        self._enis = Coalescer(self._enis_by_id, window=window, max_batch=PAGE_SIZE)
-        self._leftovers = Coalescer(self._available_owned, window=window, max_batch=LEFTOVER_BATCH)
+        bucket = self.bucket
+        self._instances = Coalescer(
+            self._instances_by_id, window=window, max_batch=PAGE_SIZE, bucket=bucket
+        )
+        self._enis = Coalescer(self._enis_by_id, window=window, max_batch=PAGE_SIZE, bucket=bucket)
+        self._leftovers = Coalescer(
+            self._available_owned, window=window, max_batch=LEFTOVER_BATCH, bucket=bucket
+        )
         self._taggers: dict[frozenset[tuple[str, str]], Coalescer[str, None]] = {}
         self._client = EcsClient(
             OpenApiConfig(
@@ -369,7 +374,9 @@ class EcsCloud:
                 await self._tag(ids, wanted)
                 return {}
 
-            tagger = Coalescer(tag, window=self.settings.batch_window, max_batch=TAG_BATCH)
+            tagger = Coalescer(
+                tag, window=self.settings.batch_window, max_batch=TAG_BATCH, bucket=self.bucket
+            )
             self._taggers[key] = tagger
         await asyncio.gather(*(tagger.get(i) for i in dict.fromkeys(eni_ids)))
 

@@ -14,10 +14,15 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from erdma.aio import Backoff
+
+#: set inside `TokenBucket.booked`: the next `acquire` in this task spends the booked token
+_BOOKED: ContextVar[bool] = ContextVar("erdma_token_booked", default=False)
 
 
 class TokenBucket:
@@ -53,11 +58,32 @@ class TokenBucket:
         return max(0.0, -self._tokens / self.rate)
 
     async def acquire(self) -> None:
-        """Wait for a slot."""
-        wait = self.reserve()
+        """Wait for a slot (none inside `booked`: the booked one is used, once)."""
+        if _BOOKED.get():
+            _BOOKED.set(False)
+            return
+        await self._wait(self.reserve())
+
+    async def _wait(self, wait: float) -> None:
         if wait > 0:
             self.waited += wait
             await self._sleep(wait)
+
+    @asynccontextmanager
+    async def booked(self, wait: float) -> AsyncIterator[None]:
+        """Use a token taken earlier with `reserve`: sleep the ``wait`` still left, then let
+        the next `acquire` in this task take that token instead of queueing for another.
+
+        A batched look-up books its slot when its batch opens and keeps the batch open until
+        the slot comes due, so look-ups asked for while the bucket is backlogged join it
+        rather than each queueing for a request of its own.
+        """
+        await self._wait(wait)
+        token = _BOOKED.set(True)
+        try:
+            yield
+        finally:
+            _BOOKED.reset(token)
 
 
 @dataclass(frozen=True)

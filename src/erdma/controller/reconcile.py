@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -219,10 +220,10 @@ class NodeReconciler:
         value yet, starts with False (as the reference does) until a read succeeds.
         """
         name = node["metadata"]["name"]
-        last = self._jumbo_read.get(name)
-        if last is not None and last[0] == instance.id:
-            if time.monotonic() - last[2] < self.config.reverify_interval_seconds:
-                return Jumbo(last[1], True)
+        read_for, value, read_at = self._jumbo_read.get(name, ("", False, -math.inf))
+        age = time.monotonic() - read_at
+        if read_for == instance.id and age < self.config.reverify_interval_seconds:
+            return Jumbo(value, True)
         try:
             value = await self.cloud.jumbo_frame(instance.id)
         except CloudError as exc:
