@@ -86,6 +86,7 @@ class ControllerMetrics:
             registry=r,
         )
         self._eris_by_node: dict[str, Tally[str]] = {}
+        self._eris_total: Tally[str] = Tally()  # the sum of _eris_by_node, kept as they change
         for state in ERI_STATES:
             self.eris.labels(state)
 
@@ -99,20 +100,24 @@ class ControllerMetrics:
 
     def set_node_eris(self, node: str, states: Iterable[str]) -> None:
         """The ERIs of ``node`` now have ``states`` (one entry per ERI)."""
-        self._eris_by_node[node] = Tally(states)
-        self._publish_eris()
+        now = Tally(states)
+        self._replace_node(node, now)
+        self._eris_by_node[node] = now
 
     def forget_node(self, node: str) -> None:
         """``node`` is no longer managed: its ERIs leave the gauge."""
-        if self._eris_by_node.pop(node, None) is not None:
-            self._publish_eris()
+        if node in self._eris_by_node:
+            self._replace_node(node, Tally())
+            del self._eris_by_node[node]
 
-    def _publish_eris(self) -> None:
-        total: Tally[str] = Tally()
-        for states in self._eris_by_node.values():
-            total.update(states)
-        for state in {*ERI_STATES, *total}:
-            self.eris.labels(state).set(total[state])
+    def _replace_node(self, node: str, now: Tally[str]) -> None:
+        """Move the totals from the node's last states to ``now``: O(states), not O(nodes),
+        as every pass of every Node calls this (5,000 Nodes: ~7,500 passes to Ready)."""
+        before = self._eris_by_node.get(node, Tally())
+        self._eris_total.subtract(before)
+        self._eris_total.update(now)
+        for state in {*ERI_STATES, *before, *now}:
+            self.eris.labels(state).set(self._eris_total[state])
 
     def value(self, name: str, **labels: str) -> float:
         """One sample's value (0 when absent), summed over the labels not given."""
