@@ -189,8 +189,11 @@ async def run(args: argparse.Namespace, server: KubeApiServer) -> None:
         kubeconfig = Path(tmp) / "kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(proxied_kubeconfig(server, proxy)))
         port = free_port()
-        conn, child = multiprocessing.Pipe()
-        proc = multiprocessing.Process(
+        # spawn, not fork: a forked child would count the pages it shares with this process
+        # (which has just created every Node) in its RSS, and the controller runs alone
+        spawn = multiprocessing.get_context("spawn")
+        conn, child = spawn.Pipe()
+        proc = spawn.Process(
             target=_controller,
             args=(
                 str(kubeconfig),

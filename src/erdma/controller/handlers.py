@@ -28,6 +28,8 @@ from erdma.kube.client import kube_config
 log = logging.getLogger(__name__)
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+#: objects per page of kopf's initial list (client-go's informer default)
+LIST_PAGE_SIZE = 500
 
 
 def node_signature(body: Mapping[str, Any], owned: bool) -> tuple[object, ...]:
@@ -122,6 +124,9 @@ def operator_settings() -> kopf.OperatorSettings:
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
+    # The initial list of Nodes (and ERdmaDevices) in pages, as client-go's informers do, not
+    # one response holding the whole cluster: kopf hands each page to the handlers and drops it
+    settings.watching.chunk_size = LIST_PAGE_SIZE
     return settings
 
 
