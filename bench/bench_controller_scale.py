@@ -4,7 +4,8 @@ Run: `.venv/bin/python -m bench.bench_controller_scale --nodes 5000`.
 
 Unlike bench_controller_cloud (which drives ``ensure_eris`` directly), this runs the production
 controller (``run_controller``: the kopf operator, the work queue with its production worker
-count, ERdmaDevice objects) in a child process of its own, so its RSS and CPU are its own. The
+count or ``--reconcile-workers``, ERdmaDevice objects) in a spawned child process of its own, so
+its RSS and CPU are its own (its clock starts before the child's interpreter and imports). The
 pieces are bench_controller_cloud's: the same mixed fleet served by the ECS emulator in another
 child process, the same rate limit and client bucket, and the same lower bound (the calls one
 node of each type cannot share, measured by ``calibrate``, over the rate limit).

@@ -103,7 +103,7 @@ class Rtnl:
             attrs = attr_map(payload[IFINFOMSG.size :])
             name = attrs.get(IFLA_IFNAME, b"").split(b"\0", 1)[0].decode(errors="replace")
             mac = ":".join(f"{b:02x}" for b in attrs.get(IFLA_ADDRESS, b""))
-            oper = attrs.get(IFLA_OPERSTATE, b"\0")[0]
+            oper = (attrs.get(IFLA_OPERSTATE) or b"\0")[0]
             out.append(Link(index, name, mac, flags, oper == IF_OPER_UP))
         return out
 
@@ -161,14 +161,14 @@ class Rtnl:
         self._request(RTM_NEWADDR, flags, payload, f"add address {address}/{prefix_len}")
 
     def add_route(self, route: Route) -> None:
-        """Add ``route`` (protocol static when the route says 0, as ``ip route add`` does)."""
+        """Add ``route``; a route whose protocol is 0 is added as RTPROT_STATIC."""
         protocol = route.protocol or RTPROT_STATIC
         flags = NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
         self._request(RTM_NEWROUTE, flags, self._route(route, protocol), f"add route {route.dst}")
 
     def delete_route(self, route: Route) -> None:
         self._request(
-            RTM_DELROUTE, NLM_F_ACK, self._route(route, route.protocol), f"delete {route.dst}"
+            RTM_DELROUTE, NLM_F_ACK, self._route(route, route.protocol), f"delete route {route.dst}"
         )
 
     @staticmethod
