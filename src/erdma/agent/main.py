@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from erdma import settings
+from erdma import malloc, settings
 from erdma.agent import reference_flags
 from erdma.agent.config import ENV_PREFIX, AgentConfig, ConfigError, build_config, check_startup
 from erdma.agent.exposure import ExposureError
@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 #: context key of the warnings about reference flags found on the command line
 DEPRECATED = "erdma.deprecated_flags"
+#: glibc malloc arenas: one, as gRPC's threads hold memory in arenas of their own (erdma.malloc)
+MALLOC_ARENAS = 1
 
 
 class _OneLineErrors(click.Command):
@@ -70,6 +72,7 @@ def agent_command(config_file: Path | None, **flags: Any) -> None:
     except (ConfigError, ExposureError, ValueError) as exc:
         click.echo(f"erdma agent: {exc}", err=True)
         sys.exit(2)
+    malloc.limit_arenas(MALLOC_ARENAS)
     asyncio.run(_serve(agent))
 
 
