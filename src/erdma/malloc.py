@@ -1,9 +1,9 @@
 """Cap glibc's malloc arenas for a long-running process that is mostly one Python thread.
 
 glibc gives each thread that contends for the heap an arena of its own (up to 8 per core),
-and memory freed into an arena is not handed to another. gRPC's event-engine threads and the
-ECS client's worker threads each fill one, so the agent's RSS grew by about 2.5 MiB under 64
-concurrent Allocate callers and did not come back. With the GIL held for nearly all the work,
+and memory freed into an arena is not handed to another. gRPC's event-engine threads each
+fill one, so the agent's RSS grew by 3.3 MiB under 64 concurrent Allocate callers (0.9 MiB with
+one arena) and did not come back. With the GIL held for nearly all the work,
 one shared arena costs no measurable latency (bench/RESULTS.md). The effect is the same as
 ``MALLOC_ARENA_MAX`` in the environment, which an operator can still set: glibc reads it at
 start, and this call only lowers the cap for arenas not yet created.
