@@ -28,8 +28,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from erdma.host.model import CharDevice, DeviceSnapshot, RdmaDevice
 
 VENDOR = "aliyun.com"
@@ -167,6 +165,10 @@ def render_spec(spec: Mapping[str, Any], fmt: str = "yaml") -> str:
     if fmt == "json":
         return json.dumps(spec, indent=2) + "\n"
     if fmt == "yaml":
+        # imported here: the agent's default strategy never writes a spec, and PyYAML is
+        # about 1 MiB of its resident memory
+        import yaml
+
         return yaml.safe_dump(dict(spec), sort_keys=False, default_flow_style=False)
     raise ValueError(f"invalid --format {fmt!r}: accepted values are {', '.join(FORMATS)}")
 

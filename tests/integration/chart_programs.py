@@ -28,8 +28,11 @@ def agent_loads(out: Rendered, name: str, tmp_path: Path) -> AgentConfig:
     container = out.container("DaemonSet", name)
     args = [str(a) for a in container["args"][1:]]
     ctx = agent_command.make_context("agent", args)
-    mounted = tmp_path / f"{name}.yaml"
-    mounted.write_text(out.config_file(name, Path(ctx.params.pop("config_file")).name))
+    file_name, text = out.agent_config_file(name)
+    assert Path(ctx.params.pop("config_file")).name == file_name
+    mounted = tmp_path / name / file_name
+    mounted.parent.mkdir(exist_ok=True)
+    mounted.write_text(text)
     return build_config(mounted, environ={"NODE_NAME": "node-a"}, flags=ctx.params)
 
 

@@ -96,8 +96,10 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
 }
 
 
-def agent_config(out: Rendered, configmap: str, tmp_path: Path) -> AgentConfig:
-    """What `erdma agent --config` makes of the ConfigMap file, on a node named node-a."""
-    path = tmp_path / f"{configmap}.yaml"
-    path.write_text(out.config_file(configmap, "agent.yaml"))
+def agent_config(out: Rendered, daemonset: str, tmp_path: Path) -> AgentConfig:
+    """What the DaemonSet's `erdma agent --config` makes of its ConfigMap file, on node-a."""
+    file_name, text = out.agent_config_file(daemonset)
+    path = tmp_path / daemonset / file_name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
     return build_config(path, environ={"NODE_NAME": "node-a"})

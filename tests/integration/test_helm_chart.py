@@ -166,7 +166,7 @@ def test_agent_daemonset_runs_erdma_agent_with_the_config(case: tuple[str, Rende
     pod = out.get("DaemonSet", AGENT)["spec"]["template"]["spec"]
     container = out.container("DaemonSet", AGENT)
     assert pod["priorityClassName"] == "system-node-critical"
-    assert container["args"] == ["agent", "--config", "/etc/erdma-agent/agent.yaml"]
+    assert container["args"] == ["agent", "--config", "/etc/erdma-agent/agent.json"]
     assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in (
         container["env"]
     )

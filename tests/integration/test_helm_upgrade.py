@@ -89,7 +89,7 @@ def test_reuse_values_keeps_what_the_release_did(
     for name in (AGENT, SHARED):
         if before.find("DaemonSet", name):
             old, new = agent_loads(before, name, tmp_path), agent_loads(after, name, tmp_path)
-            if "driverInstaller" in before.config_file(name, "agent.yaml"):
+            if "driverInstaller" in before.agent_config_file(name)[1]:
                 assert new.model_dump() == old.model_dump(), name
             else:  # an agent without the installer: the release keeps installing nothing
                 assert not (new.prepare_node and new.driver_installer.enabled), name

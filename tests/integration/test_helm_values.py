@@ -8,7 +8,6 @@ from typing import Any
 
 import helm_python
 import pytest
-import yaml
 
 from erdma.controller.config import parse_config
 from tests.helm_support import ACCESS_KEY, merge, render
@@ -190,6 +189,6 @@ def test_a_bare_yaml_off_is_smcr_off() -> None:
     """`mode: off` unquoted is YAML false; it must not fail, nor turn SMC-R on."""
     for mode in (False, "off"):
         out = render(merge(ACCESS_KEY, {"smcr": {"mode": mode}}))
-        agent = yaml.safe_load(out.config_file(AGENT, "agent.yaml"))
+        agent = json.loads(out.config_file(AGENT, "agent.json"))
         assert agent["prestartContainer"] is False
         assert out.all("MutatingWebhookConfiguration") == []

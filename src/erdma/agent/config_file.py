@@ -1,4 +1,4 @@
-"""Reading the agent's configuration file: size, encoding, YAML or JSON, and alias bombs.
+"""Reading the agent's configuration file: size, encoding, JSON or YAML (`config_yaml`).
 
 Every problem is a `ConfigError` naming the file, raised before any value is used, so a bad
 file can never leave the agent half-configured.
@@ -7,19 +7,20 @@ file can never leave the agent half-configured.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 # a config file is a few kilobytes: refuse what cannot be one before parsing it
 MAX_FILE_BYTES = 1 << 20
-# YAML nodes after aliases are expanded: a billion-laughs file is refused before it is built
-MAX_YAML_NODES = 100_000
 
 
 class ConfigError(ValueError):
     """A configuration value that cannot be used; the message says which and why."""
+
+
+class DocumentError(ValueError):
+    """A file's text that is not a document of its kind; the message says where and why."""
 
 
 def load_file(path: Path) -> dict[str, Any]:
@@ -39,12 +40,9 @@ def load_file(path: Path) -> dict[str, Any]:
             f"config file {path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
             f"{exc.start})"
         ) from None
-    kind = path.suffix[1:] or "JSON"
     try:
-        data = _load_yaml(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
-    except (yaml.YAMLError, json.JSONDecodeError, RecursionError) as exc:
-        raise ConfigError(f"config file {path}: not valid {kind}: {_problem(exc)}") from None
-    except _TooLarge as exc:
+        data = _parser(path)(text)
+    except DocumentError as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
     if data is None:
         return {}
@@ -53,53 +51,20 @@ def load_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def _problem(exc: Exception) -> str:
-    """What is wrong, on one line: PyYAML's own message spans several, with a caret drawing."""
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
-    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
-        mark, context = exc.problem_mark, f"{exc.context}: " if exc.context else ""
-        return f"{context}{exc.problem} at line {mark.line + 1}, column {mark.column + 1}"
-    return " ".join(str(exc).split())
+def _parser(path: Path) -> Callable[[str], Any]:
+    """JSON unless the name ends in .yaml/.yml; PyYAML is imported only for those."""
+    if path.suffix in (".yaml", ".yml"):
+        from erdma.agent.config_yaml import parse_yaml
 
+        return parse_yaml
+    kind = path.suffix[1:] or "JSON"
 
-class _TooLarge(Exception):
-    """A YAML document whose aliases expand past MAX_YAML_NODES (or refer to themselves)."""
+    def parse_json(text: str) -> Any:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DocumentError(f"not valid {kind}: {exc}") from None
+        except RecursionError:
+            raise DocumentError(f"not valid {kind}: nested too deeply") from None
 
-
-def _load_yaml(text: str) -> Any:
-    """`yaml.safe_load`, refusing documents whose aliases would expand past MAX_YAML_NODES
-    before any Python object is built (the "billion laughs" file)."""
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _expanded_size(node, {}, set())
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
-
-
-def _expanded_size(node: yaml.Node, sizes: dict[int, int], active: set[int]) -> int:
-    """How many nodes `node` stands for once every alias is expanded; each node counted once."""
-    key = id(node)
-    if key in sizes:
-        return sizes[key]
-    if key in active:
-        raise _TooLarge("a YAML alias refers to the node that contains it; aliases are refused")
-    active.add(key)
-    size = 1
-    if isinstance(node, yaml.SequenceNode):
-        size += sum(_expanded_size(child, sizes, active) for child in node.value)
-    elif isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            size += _expanded_size(k, sizes, active) + _expanded_size(v, sizes, active)
-    if size > MAX_YAML_NODES:
-        raise _TooLarge(
-            f"YAML aliases expand to more than {MAX_YAML_NODES} values (an alias bomb?); "
-            "write the values out"
-        )
-    active.discard(key)
-    sizes[key] = size
-    return size
+    return parse_json
