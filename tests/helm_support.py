@@ -45,11 +45,12 @@ class Rendered:
         data: str = self.get("ConfigMap", configmap)["data"][key]
         return data
 
-    def agent_config_file(self, daemonset: str) -> tuple[str, str]:
+    def agent_config_file(self, daemonset: str, name: str | None = None) -> tuple[str, str]:
         """(file name, text) of what the DaemonSet's agent reads with `--config`: the name from
-        its arguments, the text from the ConfigMap its `config` volume mounts."""
-        args = [str(a) for a in self.container("DaemonSet", daemonset)["args"]]
-        name = Path(args[args.index("--config") + 1]).name
+        its arguments (or ``name``), the text from the ConfigMap its `config` volume mounts."""
+        if name is None:
+            args = [str(a) for a in self.container("DaemonSet", daemonset)["args"]]
+            name = Path(args[args.index("--config") + 1]).name
         pod = self.get("DaemonSet", daemonset)["spec"]["template"]["spec"]
         (volume,) = [v for v in pod["volumes"] if v["name"] == "config"]
         return name, self.config_file(volume["configMap"]["name"], name)

@@ -14,7 +14,7 @@ from erdma.controller.config import ControllerConfig, load_config
 from erdma.controller.credentials import CredentialSettings, build_credential_client
 from erdma.controller.main import controller_command
 from tests.helm_support import Rendered
-from tests.integration.helm_cases import CONTROLLER
+from tests.integration.helm_cases import CONTROLLER, NODE_A, mounted_agent_config
 
 RRSA_ENV = {
     "ALIBABA_CLOUD_ROLE_ARN": "acs:ram::1:role/erdma",
@@ -28,12 +28,8 @@ def agent_loads(out: Rendered, name: str, tmp_path: Path) -> AgentConfig:
     container = out.container("DaemonSet", name)
     args = [str(a) for a in container["args"][1:]]
     ctx = agent_command.make_context("agent", args)
-    file_name, text = out.agent_config_file(name)
-    assert Path(ctx.params.pop("config_file")).name == file_name
-    mounted = tmp_path / name / file_name
-    mounted.parent.mkdir(exist_ok=True)
-    mounted.write_text(text)
-    return build_config(mounted, environ={"NODE_NAME": "node-a"}, flags=ctx.params)
+    mounted = mounted_agent_config(out, name, tmp_path, Path(ctx.params.pop("config_file")).name)
+    return build_config(mounted, environ=NODE_A, flags=ctx.params)
 
 
 def controller_loads(

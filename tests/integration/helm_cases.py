@@ -17,6 +17,9 @@ AGENT = "alibabacloud-erdma-agent"
 CONTROLLER = "alibabacloud-erdma-controller"
 SHARED = "ack-rdma-dp-ds"
 
+#: the environment the agent's pod gives it, on the node the chart tests place it on
+NODE_A = {"NODE_NAME": "node-a"}
+
 #: id -> (values, release namespace); covers both modes, every driver, every SMC-R path, shared
 #: on/off and every credential type.
 CASES: dict[str, tuple[dict[str, Any], str]] = {
@@ -98,8 +101,15 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
 
 def agent_config(out: Rendered, daemonset: str, tmp_path: Path) -> AgentConfig:
     """What the DaemonSet's `erdma agent --config` makes of its ConfigMap file, on node-a."""
-    file_name, text = out.agent_config_file(daemonset)
+    return build_config(mounted_agent_config(out, daemonset, tmp_path), environ=NODE_A)
+
+
+def mounted_agent_config(
+    out: Rendered, daemonset: str, tmp_path: Path, name: str | None = None
+) -> Path:
+    """The DaemonSet's config file (``name``, or its `--config` one) as the pod would see it."""
+    file_name, text = out.agent_config_file(daemonset, name)
     path = tmp_path / daemonset / file_name
-    path.parent.mkdir(exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    return build_config(path, environ={"NODE_NAME": "node-a"})
+    return path

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
+from erdma.agent.config import build_config
 from erdma.controller.config import ControllerConfig
 from tests.chart_history import ChartVersion, NoHistory, previous_version, reuse_values_chart
 from tests.helm_support import CHART_DIR, Rendered, render
 from tests.integration.chart_programs import agent_loads, controller_loads
-from tests.integration.helm_cases import AGENT, CONTROLLER, SHARED
+from tests.integration.helm_cases import AGENT, CONTROLLER, NODE_A, SHARED, mounted_agent_config
 
 ACCESS_KEY = {"credentials": {"type": "access_key", "accessKeyID": "ak", "accessKeySecret": "sk"}}
 #: agent settings a version before the driver installer did not have
@@ -102,6 +103,20 @@ def test_reuse_values_keeps_what_the_release_did(
         pod = after.get("Deployment", CONTROLLER)["spec"]["template"]["spec"]
         assert pod["priorityClassName"] == "system-cluster-critical"
         assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in pod["tolerations"]
+
+
+def test_an_agent_of_the_previous_release_reads_the_upgraded_configmap(
+    previous: tuple[ChartVersion, Path], tmp_path: Path
+) -> None:
+    """Mid-rollout, an old pod that restarts reads the new ConfigMap under its old `--config`
+    name, and must get the settings the new pods get."""
+    values = RELEASES["regular-webhook-shared"]
+    before, after = render(values, chart_dir=previous[1]), render(values, upgrade=True)
+    for name in (AGENT, SHARED):
+        old_name = Path(str(before.container("DaemonSet", name)["args"][-1])).name
+        old_pod = mounted_agent_config(after, name, tmp_path / "old", old_name)
+        new_pod = mounted_agent_config(after, name, tmp_path / "new")
+        assert build_config(old_pod, environ=NODE_A) == build_config(new_pod, environ=NODE_A)
 
 
 def test_reuse_values_mounts_the_socket_the_release_named(
