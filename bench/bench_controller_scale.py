@@ -12,15 +12,16 @@ node of each type cannot share, measured by ``calibrate``, over the rate limit).
 
 The Nodes are created in a real test API server (kube-testserver on etcd) before the controller
 starts, so the creation rate of the test server does not set the pace; the clock starts with the
-controller. The controller reaches the API server through a ``CuttableProxy``: when half the
+controller. The controller reaches the API server through a ``CuttableProxy`` in a process of
+its own (``bench.proxy_process``, so the harness's work never stalls it): when half the
 nodes are Ready every connection is reset and the port refuses connections for
 ``--cut-seconds`` (an API-server restart as the controller's watches see it), then reopens.
 
 Printed: time to all Ready against the bound; median / p99 / max node Ready (from the
-controller's start, seen by a list of the ERdmaDevices every second, straight to the API
-server); ECS calls, reconciles, throttles and retries read from the controller's ``/metrics``;
-ERIs created against those expected (a duplicate would show there and in the ERdmaDevice
-device counts); the controller's peak RSS (VmHWM).
+controller's start, seen by a watch of the ERdmaDevices straight to the API server); ECS
+calls, reconciles, throttles and retries read from the controller's ``/metrics``; ERIs created
+against those expected (a duplicate would show there and in the ERdmaDevice device counts);
+the controller's peak RSS (VmHWM).
 """
 
 from __future__ import annotations
@@ -41,21 +42,22 @@ from lightkube import AsyncClient, KubeConfig
 from lightkube.models.core_v1 import NodeSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
+from lightkube.types import on_error_retry
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.bench_controller_cloud import RETRY, TYPES, RemoteEmulator, Scenario, calibrate
+from bench.proxy_process import ProxyProcess
 from bench.stats import pct
 from erdma.controller.config import parse_config
 from erdma.controller.main import run_controller
 from erdma.controller.ratelimit import ThrottlePolicy
 from erdma.kube import crd
-from erdma.kube.client import KubeApi
+from erdma.kube.client import ERdmaDeviceResource
 from tests.fakes.ecs.client import GPU_TWO_CARDS, cloud_for
 from tests.fakes.kubeapi import KubeApiServer, free_port, install_crd
 from tests.integration.controller_support import set_ready
-from tests.integration.proxy_support import CuttableProxy, proxied_kubeconfig
+from tests.integration.proxy_support import proxied_kubeconfig
 
-POLL = 1.0
 DEVICES = {GPU_TWO_CARDS.name: 2}  # ERIs per node by type; every other type has one
 
 
@@ -109,20 +111,18 @@ async def create_nodes(client: AsyncClient, ids: list[str], concurrency: int) ->
 
 
 async def watch_ready(
-    kube: KubeApi, wanted: dict[str, int], started: float, seen: dict[str, float]
+    client: AsyncClient, wanted: dict[str, int], started: float, seen: dict[str, float]
 ) -> None:
     """Record when each ERdmaDevice is first all Ready; count the most devices each one held.
 
-    One list every ``POLL`` seconds straight to the API server (not through the proxy).
+    A watch of every ERdmaDevice straight to the API server (not through the proxy), so the
+    cut does not blind it; lightkube resumes it from the last resourceVersion it saw.
     """
-    while True:
-        now = time.monotonic() - started
-        for obj in await kube.list_devices():
-            dev = crd.parse(obj)
-            wanted[dev.name] = max(wanted.get(dev.name, 0), len(dev.devices))
-            if dev.all_ready and dev.name not in seen:
-                seen[dev.name] = now
-        await asyncio.sleep(POLL)
+    async for _, obj in client.watch(ERdmaDeviceResource, on_error=on_error_retry):
+        dev = crd.parse(obj.to_dict())
+        wanted[dev.name] = max(wanted.get(dev.name, 0), len(dev.devices))
+        if dev.all_ready and dev.name not in seen:
+            seen[dev.name] = time.monotonic() - started
 
 
 async def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -153,7 +153,7 @@ def by_label(
     return out
 
 
-async def reopen(proxy: CuttableProxy) -> float:
+async def reopen(proxy: ProxyProcess) -> float:
     """Listen on the proxy's port again; seconds spent waiting for the port to be free.
 
     An outgoing connection may have taken the (ephemeral) port meanwhile, as can happen to a
@@ -180,8 +180,7 @@ async def run(args: argparse.Namespace, server: KubeApiServer) -> None:
     await install_crd(server.kubeconfig)
     remote = RemoteEmulator(Scenario(args.nodes, args.rate, args.latency, args.transition))
     client = AsyncClient(KubeConfig.from_file(server.kubeconfig))
-    proxy = CuttableProxy(server.port)
-    await proxy.start()
+    proxy = ProxyProcess(server.port)
     t0 = time.monotonic()
     names = await create_nodes(client, remote.instance_ids, args.create_concurrency)
     creating = time.monotonic() - t0
@@ -210,7 +209,7 @@ async def run(args: argparse.Namespace, server: KubeApiServer) -> None:
         proc.start()
         seen: dict[str, float] = {}
         devices: dict[str, int] = {}
-        watcher = asyncio.create_task(watch_ready(KubeApi(client), devices, started, seen))
+        watcher = asyncio.create_task(watch_ready(client, devices, started, seen))
         cut_at = outage = None
         while len(seen) < len(names) and time.monotonic() - started < args.timeout:
             if watcher.done():

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -102,7 +102,13 @@ class CuttableProxy:
                 await writer.drain()
 
 
-def proxied_kubeconfig(kube_api: KubeApiServer, proxy: CuttableProxy) -> dict[str, Any]:
+class Proxy(Protocol):
+    """A proxy in front of the test server: this one, or one in a process of its own."""
+
+    port: int
+
+
+def proxied_kubeconfig(kube_api: KubeApiServer, proxy: Proxy) -> dict[str, Any]:
     """The test server's kubeconfig, with the server address replaced by the proxy's."""
     conf: dict[str, Any] = yaml.safe_load(kube_api.kubeconfig.read_text())
     for cluster in conf["clusters"]:

@@ -148,3 +148,21 @@ async def test_the_jumbo_frame_is_read_once_per_bring_up_and_again_at_reverify(k
 
             await eventually(jumbo_off, timeout=10)
         assert emu.faults.calls["DescribeInstanceAttribute"] == 2
+
+
+async def test_an_attaching_eri_is_rechecked_soon_then_less_often(kube_api, k8s):
+    """With the production `pendingRequeueSeconds` (10), an ERI that attaches in 2 s is Ready
+    after the rechecks at 1 s and 3 s, not at the first 10 s recheck; and a Node whose attach
+    takes long is not polled every second meanwhile (1, 2, 4 s apart, then 10)."""
+    with EcsEmulator(standard_world(transition_delay=2.0)).in_thread() as emu:
+        inst = emu.world.add_instance(GPU_TWO_CARDS.name)
+        async with running_controller(
+            kube_api.kubeconfig, cloud_for(emu), pendingRequeueSeconds=10.0
+        ):
+            started = asyncio.get_running_loop().time()
+            name = await add_node(k8s, inst)
+            await eventually(lambda: ready_device(k8s, name), timeout=9.0)
+            took = asyncio.get_running_loop().time() - started
+        looks = emu.faults.calls["DescribeInstances"]
+    assert took < 8.0, f"Ready after {took:.1f} s: the first recheck came late"
+    assert 3 <= looks <= 4, f"{looks} look-ups: create + attach, attaching at 1 s, Ready at 3 s"

@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from erdma.agent.config import build_config
 from erdma.agent.config_file import ConfigError
-
-
-def _modules_after(code: str) -> set[str]:
-    """sys.modules of a fresh interpreter after ``code`` (this process has PyYAML already)."""
-    script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run(
-        [sys.executable, "-c", script], check=True, capture_output=True, text=True
-    ).stdout
-    return set(json.loads(out.splitlines()[-1]))
+from tests.unit.import_graph import modules_after
 
 
 def test_the_agent_reading_a_json_config_never_imports_yaml(tmp_path: Path):
     config = tmp_path / "agent.json"
     config.write_text(json.dumps({"slotsPerDevice": 10}))
-    modules = _modules_after(
+    modules = modules_after(
         "import erdma.agent.main\nfrom pathlib import Path\n"
         "from erdma.agent.config import build_config\n"
         f"build_config(Path({str(config)!r}), environ={{'NODE_NAME': 'n'}})"

@@ -128,7 +128,8 @@ class ControllerConfig(BaseModel):
         10.0,
         gt=0,
         alias="pendingRequeueSeconds",
-        description="recheck interval while devices are Pending",
+        description="longest recheck interval while devices are Pending: the first recheck "
+        "comes 1 s after the pass that left them Pending, each further one twice as late",
     )
     node_not_ready_requeue_seconds: float = Field(
         30.0,

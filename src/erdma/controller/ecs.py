@@ -22,12 +22,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from alibabacloud_ecs20140526 import models as ecs_models  # type: ignore[import-untyped]
-from alibabacloud_ecs20140526.client import Client as EcsClient  # type: ignore[import-untyped]
 from alibabacloud_tea_openapi.models import Config as OpenApiConfig  # type: ignore[import-untyped]
 from alibabacloud_tea_util.models import RuntimeOptions  # type: ignore[import-untyped]
 
 from erdma.controller import ecs_responses as responses
+from erdma.controller import ecs_sdk
 from erdma.controller.batching import Coalescer
 from erdma.controller.cloud import (
     CREATOR_TAG_KEY,
@@ -50,6 +49,8 @@ LEFTOVER_BATCH = 1000  # instances whose leftovers one region-wide query looks f
 USER_AGENT = "erdma-k8s-controller/0.1"
 
 Resp = TypeVar("Resp")
+
+ecs_models, EcsClient = ecs_sdk.load()
 
 
 @dataclass(frozen=True)

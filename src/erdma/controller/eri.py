@@ -1,7 +1,8 @@
 """One ERI reconcile pass and the cleanup of ERIs, against ``CloudApi``.
 
 ``ensure_eris`` is one idempotent pass: look (list the instance's ENIs), plan
-(``erdma.controller.eri_plan``), act (create, attach, convert) and report per-card status.
+(``erdma.controller.eri_plan``), act (create, attach, convert: the cards side by side) and
+report per-card status.
 Creates carry a deterministic ClientToken, so a pass interrupted between create and attach
 finishes in the next one without a duplicate. When ECS refuses to convert the primary ENI
 (the traffic-mode parameter is an invitational preview some accounts may not use), card 0 gets
@@ -13,6 +14,7 @@ a newly created ERI instead, so the card is served rather than failed for good.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -223,8 +225,12 @@ async def ensure_eris(
         )
     if not plan.supported:
         return EnsureResult(False, (), plan.problem)
-    devices = [await _apply(cloud, instance, card, token_salt) for card in plan.cards]
-    await _backfill_tags(cloud, instance, plan)
+    # cards do not depend on each other, nor the tags on the cards' calls: one pass waits for
+    # its slowest call chain (create then attach), not for every call in turn
+    devices, _ = await asyncio.gather(
+        asyncio.gather(*(_apply(cloud, instance, card, token_salt) for card in plan.cards)),
+        _backfill_tags(cloud, instance, plan),
+    )
     return EnsureResult(True, tuple(devices), plan.problem, plan.card_count)
 
 

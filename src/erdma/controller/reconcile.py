@@ -13,6 +13,7 @@ controller's metrics.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import math
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 
 REASON_NOT_SUPPORTED = "ERdmaNotSupported"
 REASON_LOOKUP_FAILED = "InstanceLookupFailed"
+#: seconds from a pass that left ERIs attaching to the first recheck (then doubling)
+FIRST_PENDING_RECHECK = 1.0
 
 
 class Skip(Exception):
@@ -67,11 +70,14 @@ class NodeReconciler:
         self.clock = clock
         # node name -> the last jumbo-frame read: (instance id, value, time.monotonic()); _jumbo
         self._jumbo_read: dict[str, tuple[str, bool, float]] = {}
+        # node name -> passes in a row that left its devices Pending; _pending_delay
+        self._pending_passes: dict[str, int] = {}
 
     def _forget(self, name: str) -> None:
         """Drop what is kept about a Node that is gone or no longer has an object."""
         self.metrics.forget_node(name)
         self._jumbo_read.pop(name, None)
+        self._pending_passes.pop(name, None)
 
     async def reconcile(self, name: str) -> float | None:
         """Bring Node ``name`` and its ERdmaDevice in line; returns the requeue delay."""
@@ -100,12 +106,17 @@ class NodeReconciler:
         try:
             instance = await self._instance(node)
             caps = await self.cloud.instance_type_caps(instance.instance_type)
-            result = await ensure_eris(
-                self.cloud,
-                instance,
-                caps,
-                manage_non_owned=self.config.manage_non_owned_enis,
-                token_salt=str(node["metadata"].get("uid", "")),
+            # the jumbo-frame read does not depend on the ERIs: it runs beside their calls, so a
+            # pass waits for the slower of the two, not for both in turn
+            result, jumbo_read = await asyncio.gather(
+                ensure_eris(
+                    self.cloud,
+                    instance,
+                    caps,
+                    manage_non_owned=self.config.manage_non_owned_enis,
+                    token_salt=str(node["metadata"].get("uid", "")),
+                ),
+                self._read_jumbo(name, instance),
             )
         except Skip:
             return metrics.RESULT_FAILED, self.config.error_requeue_seconds
@@ -114,7 +125,7 @@ class NodeReconciler:
             return metrics.RESULT_FAILED, self.config.error_requeue_seconds
         if not result.supported:
             return metrics.RESULT_UNSUPPORTED, await self._not_supported(node, instance, result)
-        return await self._write(node, instance, result)
+        return await self._write(node, instance, result, jumbo_read)
 
     def _ready_gate(self, node: Mapping[str, Any]) -> float | None:
         """Seconds to wait before touching a NotReady Node, or None to go ahead.
@@ -170,7 +181,11 @@ class NodeReconciler:
         return None
 
     async def _write(
-        self, node: Mapping[str, Any], instance: Instance, result: EnsureResult
+        self,
+        node: Mapping[str, Any],
+        instance: Instance,
+        result: EnsureResult,
+        jumbo_read: bool | CloudError,
     ) -> tuple[str, float]:
         name = node["metadata"]["name"]
         current = await self.kube.get_device(name)
@@ -180,7 +195,7 @@ class NodeReconciler:
             await self.kube.drop_finalizer(current)
             self._forget(name)
             return metrics.RESULT_PENDING, self.config.pending_requeue_seconds
-        jumbo = await self._jumbo(node, instance, before)
+        jumbo = await self._jumbo(node, jumbo_read, before)
         await device_report.report(self.events, node, result, before)
         devices = device_report.spec_devices(instance, result)
         statuses = device_report.statuses(result, before)
@@ -201,41 +216,63 @@ class NodeReconciler:
             await self.kube.patch_device_status(name, status)
         self.metrics.set_node_eris(name, (s.status for s in statuses))
         if result.ready and jumbo.known:
+            self._pending_passes.pop(name, None)
             return metrics.RESULT_READY, self.config.reverify_interval_seconds
         if not jumbo.known or result.problem or any(s.status == crd.FAILED for s in statuses):
+            self._pending_passes.pop(name, None)
             return metrics.RESULT_FAILED, self.config.error_requeue_seconds
-        return metrics.RESULT_PENDING, self.config.pending_requeue_seconds
+        return metrics.RESULT_PENDING, self._pending_delay(name)
 
-    async def _jumbo(
-        self, node: Mapping[str, Any], instance: Instance, before: crd.ERdmaDevice | None
-    ) -> Jumbo:
-        """The jumbo-frame setting; when ECS cannot say, the value the object already holds.
+    def _pending_delay(self, name: str) -> float:
+        """When to look again at a Node whose ERIs are attaching: soon, then less and less often.
+
+        An attach takes seconds, so a fixed ``pendingRequeueSeconds`` (10) after it kept a
+        Node's devices from kubelet for up to that long after they were usable. The first
+        recheck comes ``FIRST_PENDING_RECHECK`` seconds later, each further one twice as late,
+        up to ``pendingRequeueSeconds``; each costs a share of a batched look-up, not a call.
+        """
+        passes = self._pending_passes.get(name, 0)
+        self._pending_passes[name] = passes + 1
+        return min(FIRST_PENDING_RECHECK * 2**passes, self.config.pending_requeue_seconds)
+
+    async def _read_jumbo(self, name: str, instance: Instance) -> bool | CloudError:
+        """The instance's jumbo-frame setting, or why ECS could not say.
 
         The setting is read from ECS (DescribeInstanceAttribute, one call per instance: the
         API has no batch form) on a Node's first pass and then at most once per
         ``reverifyIntervalSeconds`` for the same instance, the Ready re-verify cadence; the
         passes between (an ERI attaching, a status update) reuse the value that read returned
-        (not the object's, which a person may have edited). A failed read (throttled, 5xx,
-        denied) never turns a known setting into a guess; only a new object, which has no
-        value yet, starts with False (as the reference does) until a read succeeds.
+        (not the object's, which a person may have edited).
         """
-        name = node["metadata"]["name"]
         read_for, value, read_at = self._jumbo_read.get(name, ("", False, -math.inf))
         age = time.monotonic() - read_at
         if read_for == instance.id and age < self.config.reverify_interval_seconds:
-            return Jumbo(value, True)
+            return value
         try:
             value = await self.cloud.jumbo_frame(instance.id)
         except CloudError as exc:
-            if before is not None:
-                message = f"cannot read jumbo-frame setting, keeping {before.jumbo_frame}: {exc}"
-                await self.events.record(node, "Warning", REASON_CLOUD_FAILED, message)
-                return Jumbo(before.jumbo_frame, True)
-            message = f"cannot read jumbo-frame setting, assuming off until it can: {exc}"
-            await self.events.record(node, "Warning", REASON_CLOUD_FAILED, message)
-            return Jumbo(False, False)
+            return exc
         self._jumbo_read[name] = (instance.id, value, time.monotonic())
-        return Jumbo(value, True)
+        return value
+
+    async def _jumbo(
+        self, node: Mapping[str, Any], read: bool | CloudError, before: crd.ERdmaDevice | None
+    ) -> Jumbo:
+        """The jumbo-frame setting to write; when ECS could not say, the value the object holds.
+
+        A failed read (throttled, 5xx, denied) never turns a known setting into a guess; only a
+        new object, which has no value yet, starts with False (as the reference does) until a
+        read succeeds.
+        """
+        if not isinstance(read, CloudError):
+            return Jumbo(read, True)
+        if before is not None:
+            message = f"cannot read jumbo-frame setting, keeping {before.jumbo_frame}: {read}"
+            await self.events.record(node, "Warning", REASON_CLOUD_FAILED, message)
+            return Jumbo(before.jumbo_frame, True)
+        message = f"cannot read jumbo-frame setting, assuming off until it can: {read}"
+        await self.events.record(node, "Warning", REASON_CLOUD_FAILED, message)
+        return Jumbo(False, False)
 
     async def node_gone(self, name: str) -> float | None:
         """The Node is deleted: clean up its ERIs (as far as allowed), then remove its object."""

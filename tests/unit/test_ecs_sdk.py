@@ -1,0 +1,79 @@
+"""The controller loads the official ECS SDK's models one at a time, and they stay the SDK's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from erdma.controller import ecs_sdk
+from tests.unit.import_graph import modules_after
+
+SDK_MODELS = "alibabacloud_ecs20140526.models."
+
+
+def _sdk_init() -> str:
+    import importlib.util
+
+    spec = importlib.util.find_spec(ecs_sdk.PACKAGE)
+    assert spec is not None and spec.submodule_search_locations
+    directory = Path(next(iter(spec.submodule_search_locations))) / "models"
+    return (directory / "__init__.py").read_text(encoding="utf-8")
+
+
+def test_the_controller_imports_only_the_models_it_uses():
+    """The SDK's package would import all 1,152 model modules; the controller needs a dozen."""
+    modules = modules_after("import erdma.controller.main")
+    assert "erdma.controller.ecs" in modules
+    loaded = {m for m in modules if m.startswith(SDK_MODELS)}
+    assert len(loaded) < 20, sorted(loaded)
+
+
+def test_a_request_built_lazily_is_the_sdks_own_class_with_its_wire_names():
+    modules = modules_after(
+        "from erdma.controller.ecs import ecs_models\n"
+        "r = ecs_models.DescribeInstancesRequest(region_id='cn-hangzhou',\n"
+        "    instance_ids='[\"i-1\"]')\n"
+        "assert type(r).__module__ == (\n"
+        "    'alibabacloud_ecs20140526.models._describe_instances_request')\n"
+        "m = r.to_map()\n"
+        "assert (m['RegionId'], m['InstanceIds']) == ('cn-hangzhou', '[\"i-1\"]')\n"
+        "tag = ecs_models.DescribeNetworkInterfacesRequestTag(key='k', value='v')\n"
+        "assert tag.to_map() == {'Key': 'k', 'Value': 'v'}"
+    )
+    assert f"{SDK_MODELS}_describe_instances_request" in modules
+    assert f"{SDK_MODELS}_run_instances_request" not in modules
+
+
+def test_every_name_the_sdk_exports_is_found_in_the_file_that_defines_it():
+    where = ecs_sdk.model_files(_sdk_init())
+    assert len(where) > 2000
+    assert where["DescribeInstancesRequest"] == "_describe_instances_request"
+    assert where["TagResourcesRequestTag"] == "_tag_resources_request"
+
+
+def test_an_unknown_name_is_an_attribute_error_naming_it():
+    models, _ = ecs_sdk.load()
+    with pytest.raises(AttributeError, match="DescribeNothingRequest"):
+        _ = models.DescribeNothingRequest
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "from ._a_request import ARequest\nimport os\n",
+        "from ._a_request import (\n    ARequest,\n)\n",
+        "from . import everything\n",
+    ],
+)
+def test_a_models_file_of_another_form_is_not_guessed_at(text: str):
+    """A future SDK whose package does more than re-export: the package is imported as is."""
+    assert ecs_sdk.model_files(text) == {}
+
+
+def test_comments_the_future_import_and_the_closing_export_list_are_understood():
+    text = (
+        "# generated\nfrom __future__ import annotations\n\n"
+        "from ._a_request import ARequest, ARequestTag\n__all__ = [\n    ARequest,\n]\n"
+    )
+    assert ecs_sdk.model_files(text) == {"ARequest": "_a_request", "ARequestTag": "_a_request"}
