@@ -141,7 +141,7 @@ class ControllerConfig(BaseModel):
         300.0, gt=0, alias="reverifyIntervalSeconds", description="recheck interval for Ready Nodes"
     )
     reconcile_workers: int = Field(
-        16,
+        64,
         ge=1,
         le=256,
         alias="reconcileWorkers",

@@ -25,6 +25,7 @@ RESULT_WAITING = "waiting"  # the Node is not Ready yet (the ready gate)
 RESULT_UNSUPPORTED = "unsupported"  # the instance type has no eRDMA
 RESULT_REMOVED = "removed"  # the Node is gone: ERIs cleaned up, object removed (or underway)
 RESULT_IGNORED = "ignored"  # the Node does not match nodeSelector
+RESULT_API_UNAVAILABLE = "apiUnavailable"  # the API server was away (restart, network)
 RESULT_CRASHED = "crashed"  # the pass raised something unexpected (a bug); it is retried
 
 ERI_STATES = ("Ready", "Pending", "Failed")

@@ -22,6 +22,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import httpx2 as httpx
+from lightkube.core.exceptions import ApiError
+
 from erdma.controller import device_report, metrics
 from erdma.controller.cloud import CloudApi, CloudError, Instance
 from erdma.controller.config import ControllerConfig
@@ -38,8 +41,9 @@ log = logging.getLogger(__name__)
 
 REASON_NOT_SUPPORTED = "ERdmaNotSupported"
 REASON_LOOKUP_FAILED = "InstanceLookupFailed"
-#: seconds from a pass that left ERIs attaching to the first recheck (then doubling)
-FIRST_PENDING_RECHECK = 1.0
+#: seconds to the first recheck of a Node whose ERIs are attaching, or whose pass the API
+#: server's absence cut short; each further one comes twice as late, up to the setting's cap
+FIRST_RETRY = 1.0
 
 
 class Skip(Exception):
@@ -70,26 +74,50 @@ class NodeReconciler:
         self.clock = clock
         # node name -> the last jumbo-frame read: (instance id, value, time.monotonic()); _jumbo
         self._jumbo_read: dict[str, tuple[str, bool, float]] = {}
-        # node name -> passes in a row that left its devices Pending; _pending_delay
-        self._pending_passes: dict[str, int] = {}
+        # passes in a row that left a Node's devices Pending, or found the API server away
+        self._pending = Streaks()
+        self._api_away = Streaks()
+        self._api_warned = False
 
     def _forget(self, name: str) -> None:
         """Drop what is kept about a Node that is gone or no longer has an object."""
         self.metrics.forget_node(name)
         self._jumbo_read.pop(name, None)
-        self._pending_passes.pop(name, None)
+        self._pending.end(name)
+        self._api_away.end(name)
 
     async def reconcile(self, name: str) -> float | None:
         """Bring Node ``name`` and its ERdmaDevice in line; returns the requeue delay."""
         started = time.monotonic()
         try:
             result, delay = await self._pass(name)
-        except Exception:
-            self.metrics.reconciles.labels(metrics.RESULT_CRASHED).inc()
-            raise
+        except Exception as exc:
+            if not _api_unavailable(exc):
+                self.metrics.reconciles.labels(metrics.RESULT_CRASHED).inc()
+                raise
+            result, delay = metrics.RESULT_API_UNAVAILABLE, self._api_unavailable(name, exc)
+        else:
+            self._api_away.end(name)
+            if self._api_warned:
+                log.info("Kubernetes API server answers again; Nodes are reconciled as usual")
+                self._api_warned = False
         finally:
             self.metrics.reconcile_seconds.observe(time.monotonic() - started)
         self.metrics.reconciles.labels(result).inc()
+        return delay
+
+    def _api_unavailable(self, name: str, exc: Exception) -> float:
+        """A pass cut short by an API-server outage (restart, network): not a bug, so no
+        traceback; the first such pass warns, the others wait quietly. The Node is looked at
+        again 1 s later, then twice as late each time, up to ``errorRequeueSeconds``, so an
+        outage of a few seconds costs its Nodes a few seconds, not a fixed 30."""
+        delay = self._api_away.next(name, FIRST_RETRY, self.config.error_requeue_seconds)
+        level = logging.DEBUG if self._api_warned else logging.WARNING
+        self._api_warned = True
+        log.log(
+            level, "node %s: Kubernetes API server unavailable (%s: %s); again in %.0f s",
+            name, type(exc).__name__, exc, delay,
+        )  # fmt: skip
         return delay
 
     async def _pass(self, name: str) -> tuple[str, float | None]:
@@ -216,24 +244,16 @@ class NodeReconciler:
             await self.kube.patch_device_status(name, status)
         self.metrics.set_node_eris(name, (s.status for s in statuses))
         if result.ready and jumbo.known:
-            self._pending_passes.pop(name, None)
+            self._pending.end(name)
             return metrics.RESULT_READY, self.config.reverify_interval_seconds
         if not jumbo.known or result.problem or any(s.status == crd.FAILED for s in statuses):
-            self._pending_passes.pop(name, None)
+            self._pending.end(name)
             return metrics.RESULT_FAILED, self.config.error_requeue_seconds
-        return metrics.RESULT_PENDING, self._pending_delay(name)
-
-    def _pending_delay(self, name: str) -> float:
-        """When to look again at a Node whose ERIs are attaching: soon, then less and less often.
-
-        An attach takes seconds, so a fixed ``pendingRequeueSeconds`` (10) after it kept a
-        Node's devices from kubelet for up to that long after they were usable. The first
-        recheck comes ``FIRST_PENDING_RECHECK`` seconds later, each further one twice as late,
-        up to ``pendingRequeueSeconds``; each costs a share of a batched look-up, not a call.
-        """
-        passes = self._pending_passes.get(name, 0)
-        self._pending_passes[name] = passes + 1
-        return min(FIRST_PENDING_RECHECK * 2**passes, self.config.pending_requeue_seconds)
+        # An attach takes seconds, so a fixed ``pendingRequeueSeconds`` (10) kept a Node's
+        # devices from kubelet for up to that long after they were usable: look again soon,
+        # then less and less often; each recheck costs a share of a batched look-up.
+        delay = self._pending.next(name, FIRST_RETRY, self.config.pending_requeue_seconds)
+        return metrics.RESULT_PENDING, delay
 
     async def _read_jumbo(self, name: str, instance: Instance) -> bool | CloudError:
         """The instance's jumbo-frame setting, or why ECS could not say.
@@ -326,6 +346,31 @@ class NodeReconciler:
         self._forget(name)
         log.info("removed ERdmaDevice %s", name)
         return None
+
+
+class Streaks:
+    """Per Node, how many passes in a row ended the same way, and the delay that earns."""
+
+    def __init__(self) -> None:
+        self._count: dict[str, int] = {}
+
+    def next(self, name: str, first: float, cap: float) -> float:
+        """Count one more such pass; the delay doubles from ``first`` with each, up to ``cap``."""
+        count = self._count.get(name, 0)
+        self._count[name] = count + 1
+        return min(first * 2 ** min(count, 32), cap)
+
+    def end(self, name: str) -> None:
+        """The streak is over: the next one starts from ``first`` again."""
+        self._count.pop(name, None)
+
+
+def _api_unavailable(exc: BaseException) -> bool:
+    """The API server could not be reached or answered that it cannot serve now."""
+    if isinstance(exc, ApiError):
+        code = exc.status.code or 0
+        return code == 429 or code >= 500
+    return isinstance(exc, httpx.TransportError)
 
 
 @dataclass(frozen=True)
