@@ -146,7 +146,7 @@ async def run_workers(reconciler: NodeReconciler, queue: WorkQueue, workers: int
                 delay = reconciler.config.error_requeue_seconds
             finally:
                 if delay is not None:
-                    queue.add(name, delay)
+                    queue.add(name, delay, follow_up=reconciler.bringing_up(name))
                 queue.done(name)
 
     await asyncio.gather(*(worker() for _ in range(workers)))

@@ -79,6 +79,10 @@ class NodeReconciler:
         self._api_away = Streaks()
         self._api_warned = False
 
+    def bringing_up(self, name: str) -> bool:
+        """Whether the Node's last pass left ERIs attaching: its recheck is a follow-up."""
+        return name in self._pending
+
     def _forget(self, name: str) -> None:
         """Drop what is kept about a Node that is gone or no longer has an object."""
         self.metrics.forget_node(name)
@@ -363,6 +367,9 @@ class Streaks:
     def end(self, name: str) -> None:
         """The streak is over: the next one starts from ``first`` again."""
         self._count.pop(name, None)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._count
 
 
 def _api_unavailable(exc: BaseException) -> bool:
