@@ -15,6 +15,8 @@ from multiprocessing.connection import Connection
 
 from tests.integration.proxy_support import CuttableProxy
 
+STARTUP_SECONDS = 30
+
 
 def _serve(target_port: int, conn: Connection) -> None:
     """Child process: run the proxy and carry out "cut" / "start" / "close" from the pipe."""
@@ -35,7 +37,7 @@ def _serve(target_port: int, conn: Connection) -> None:
                     conn.send(None)
                     return
                 conn.send(None)
-            except OSError as exc:  # the port was taken meanwhile: the caller tries again
+            except Exception as exc:  # e.g. OSError: the port was taken meanwhile
                 conn.send(exc)
 
     asyncio.run(serve())
@@ -49,6 +51,9 @@ class ProxyProcess:
         self._conn, child = spawn.Pipe()
         self._proc = spawn.Process(target=_serve, args=(target_port, child), daemon=True)
         self._proc.start()
+        child.close()  # the child's end lives in the child: its exit ends recv with EOFError
+        if not self._conn.poll(STARTUP_SECONDS):
+            raise RuntimeError(f"proxy process did not start within {STARTUP_SECONDS} s")
         self.port: int = self._conn.recv()
 
     async def _command(self, command: str) -> None:

@@ -16,9 +16,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Self, TypeVar, cast
 
 T = TypeVar("T")
+U = TypeVar("U")
 log = logging.getLogger(__name__)
 
 
@@ -115,6 +116,33 @@ async def retry_until_done(
                 log.warning(f"{what} failed; retrying in {delay:.2g}s", extra={"error": error})
             last = error
         await asyncio.sleep(delay)
+
+
+async def all_or_cancel(*steps: Awaitable[T]) -> list[T]:
+    """Run ``steps`` side by side; their results in order, or the first failure.
+
+    Unlike ``asyncio.gather``, a failure cancels the steps still running, and waits for them,
+    before it is raised: nothing goes on working for a caller that has given up (a reconcile
+    pass whose Node another worker may take up as soon as this one returns).
+    """
+    tasks = [asyncio.ensure_future(step) for step in steps]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+async def both(first: Awaitable[T], second: Awaitable[U]) -> tuple[T, U]:
+    """``all_or_cancel`` of two steps of different kinds, their results typed."""
+    a, b = await all_or_cancel(_as_object(first), _as_object(second))
+    return cast(T, a), cast(U, b)
+
+
+async def _as_object(step: Awaitable[object]) -> object:
+    return await step
 
 
 class OnFailure(enum.Enum):

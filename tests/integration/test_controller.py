@@ -207,6 +207,8 @@ async def test_type_without_erdma_gets_no_object_and_an_event(kube_api, emu, k8s
     assert "no ERI quota" in message
     assert await device(k8s, name) is None
     assert emu.faults.calls["CreateNetworkInterface"] == 0
+    # no object is written for it, so its jumbo-frame setting (an unbatched call) is not read
+    assert emu.faults.calls["DescribeInstanceAttribute"] == 0
 
 
 async def test_bad_credentials_clear_event_nothing_created(kube_api, emu, k8s):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,9 @@ SDK_MODELS = "alibabacloud_ecs20140526.models."
 
 
 def _sdk_init() -> str:
-    import importlib.util
-
-    spec = importlib.util.find_spec(ecs_sdk.PACKAGE)
-    assert spec is not None and spec.submodule_search_locations
-    directory = Path(next(iter(spec.submodule_search_locations))) / "models"
-    return (directory / "__init__.py").read_text(encoding="utf-8")
+    spec = importlib.util.find_spec(ecs_sdk.MODELS)
+    assert spec is not None and spec.origin
+    return Path(spec.origin).read_text(encoding="utf-8")
 
 
 def test_the_controller_imports_only_the_models_it_uses():
@@ -77,3 +75,15 @@ def test_comments_the_future_import_and_the_closing_export_list_are_understood()
         "from ._a_request import ARequest, ARequestTag\n__all__ = [\n    ARequest,\n]\n"
     )
     assert ecs_sdk.model_files(text) == {"ARequest": "_a_request", "ARequestTag": "_a_request"}
+
+
+def test_importlib_sees_the_lazy_package_as_the_sdks_models_package():
+    """Tools that ask importlib about the package (pkgutil, debuggers) get the SDK's answer."""
+    modules_after(
+        "import importlib.util, sys\n"
+        "import erdma.controller.ecs\n"
+        "from erdma.controller.ecs_sdk import MODELS, LazyModels\n"
+        "assert isinstance(sys.modules[MODELS], LazyModels)\n"
+        "spec = importlib.util.find_spec(MODELS)\n"
+        "assert spec.name == MODELS and spec.origin.endswith('models/__init__.py')"
+    )

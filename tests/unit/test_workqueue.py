@@ -70,3 +70,27 @@ async def test_a_key_is_never_handed_to_two_workers_and_an_add_meanwhile_runs_on
     assert await drain(queue, 1) == ["node"]
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(queue.get(), 0.05)
+
+
+async def test_due_follow_ups_and_other_keys_take_turns_so_neither_starves():
+    queue = WorkQueue()
+    for i in range(3):
+        queue.add(f"new-{i}")
+        queue.add(f"attaching-{i}", follow_up=True)
+    assert await drain(queue, 6) == [
+        "attaching-0", "new-0", "attaching-1", "new-1", "attaching-2", "new-2",
+    ]  # fmt: skip
+
+
+async def test_a_watch_event_during_a_bring_up_does_not_send_the_recheck_behind_the_backlog():
+    """The worker re-adds a Node as a follow-up while it still holds it; a watch event for the
+    same Node (an add with no delay) arrives meanwhile: the recheck stays a follow-up."""
+    queue = WorkQueue()
+    queue.add("attaching")
+    key = await queue.get()
+    for i in range(3):
+        queue.add(f"new-{i}")
+    queue.add("attaching", 0.0, follow_up=True)
+    queue.add("attaching")  # the watch event
+    queue.done(key)
+    assert await drain(queue, 2) == ["attaching", "new-0"]

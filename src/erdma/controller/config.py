@@ -149,7 +149,11 @@ class ControllerConfig(BaseModel):
         "the client's rate limit still bounds the calls",
     )
     error_requeue_seconds: float = Field(
-        30.0, gt=0, alias="errorRequeueSeconds", description="retry interval after a failure"
+        30.0,
+        gt=0,
+        alias="errorRequeueSeconds",
+        description="retry interval after a failure; also the longest wait between retries "
+        "while the Kubernetes API server is unavailable (1 s, then twice as long each time)",
     )
     lease_name: str = Field(
         "26dc1c71.alibabacloud.com",

@@ -20,6 +20,7 @@ import importlib.util
 import re
 import sys
 import types
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +56,13 @@ def model_files(init_text: str) -> dict[str, str]:
 class LazyModels(types.ModuleType):
     """The SDK's models package, each model module imported on first use of one of its names."""
 
-    def __init__(self, directory: Path, where: dict[str, str]) -> None:
+    def __init__(self, spec: ModuleSpec, where: dict[str, str]) -> None:
         super().__init__(MODELS)
-        self.__path__ = [str(directory)]
+        self.__spec__ = spec  # what importlib reports for the package, as for the real one
+        self.__loader__ = spec.loader
+        self.__path__ = list(spec.submodule_search_locations or ())
         self.__package__ = MODELS
-        self.__file__ = str(directory / "__init__.py")
+        self.__file__ = spec.origin
         self._where = where
 
     def __getattr__(self, name: str) -> Any:
@@ -77,15 +80,12 @@ class LazyModels(types.ModuleType):
 def load() -> tuple[Any, Any]:
     """(the SDK's models package, its ``Client`` class), the models loaded lazily if possible."""
     if MODELS not in sys.modules:
-        spec = importlib.util.find_spec(PACKAGE)
-        locations = spec.submodule_search_locations if spec else None
-        if locations:
-            directory = Path(next(iter(locations))) / "models"
-            where = model_files((directory / "__init__.py").read_text(encoding="utf-8"))
+        spec = importlib.util.find_spec(MODELS)  # imports the (small) parent package only
+        if spec is not None and spec.origin and spec.submodule_search_locations:
+            where = model_files(Path(spec.origin).read_text(encoding="utf-8"))
             if where:
-                package = importlib.import_module(PACKAGE)
-                lazy = LazyModels(directory, where)
+                lazy = LazyModels(spec, where)
                 sys.modules[MODELS] = lazy
-                package.models = lazy  # type: ignore[attr-defined]
+                sys.modules[PACKAGE].models = lazy  # type: ignore[attr-defined]
     client = importlib.import_module(f"{PACKAGE}.client")  # imports the models package too
     return sys.modules[MODELS], client.Client

@@ -14,11 +14,11 @@ a newly created ERI instead, so the card is served rather than failed for good.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 from dataclasses import dataclass
 
+from erdma.aio import all_or_cancel, both
 from erdma.controller.cloud import (
     CREATOR_TAG_KEY,
     ENI_AVAILABLE,
@@ -84,7 +84,8 @@ class EriStatus:
     """Per-card result of a pass, shaped for the ERdmaDevice spec and status.
 
     ``conversion_refused`` is ECS's answer when the primary ENI could not be converted and
-    this card got a new ERI instead (empty otherwise).
+    this card got a new ERI instead (empty otherwise); ``cloud_error`` says the card's call
+    failed in this pass (``message`` has the ECS error), as opposed to an ERI still attaching.
     """
 
     card_index: int
@@ -95,6 +96,7 @@ class EriStatus:
     status: str
     message: str = ""
     conversion_refused: str = ""
+    cloud_error: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,7 @@ def _failed(card: CardPlan, eni: Eni | None, exc: CloudError, refused: str = "")
         PENDING if exc.retryable else FAILED,
         str(exc),
         refused,
+        cloud_error=True,
     )
 
 
@@ -227,8 +230,8 @@ async def ensure_eris(
         return EnsureResult(False, (), plan.problem)
     # cards do not depend on each other, nor the tags on the cards' calls: one pass waits for
     # its slowest call chain (create then attach), not for every call in turn
-    devices, _ = await asyncio.gather(
-        asyncio.gather(*(_apply(cloud, instance, card, token_salt) for card in plan.cards)),
+    devices, _ = await both(
+        all_or_cancel(*(_apply(cloud, instance, card, token_salt) for card in plan.cards)),
         _backfill_tags(cloud, instance, plan),
     )
     return EnsureResult(True, tuple(devices), plan.problem, plan.card_count)

@@ -13,7 +13,6 @@ controller's metrics.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
 import math
@@ -25,6 +24,7 @@ from typing import Any
 import httpx2 as httpx
 from lightkube.core.exceptions import ApiError
 
+from erdma.aio import both
 from erdma.controller import device_report, metrics
 from erdma.controller.cloud import CloudApi, CloudError, Instance
 from erdma.controller.config import ControllerConfig
@@ -72,7 +72,7 @@ class NodeReconciler:
         self.config = config
         self.events = events
         self.clock = clock
-        # node name -> the last jumbo-frame read: (instance id, value, time.monotonic()); _jumbo
+        # node name -> the last jumbo-frame read: (instance id, value, time.monotonic())
         self._jumbo_read: dict[str, tuple[str, bool, float]] = {}
         # passes in a row that left a Node's devices Pending, or found the API server away
         self._pending = Streaks()
@@ -96,12 +96,15 @@ class NodeReconciler:
         try:
             result, delay = await self._pass(name)
         except Exception as exc:
-            if not _api_unavailable(exc):
+            if not _is_api_outage(exc):
+                self._pending.end(name)
                 self.metrics.reconciles.labels(metrics.RESULT_CRASHED).inc()
                 raise
-            result, delay = metrics.RESULT_API_UNAVAILABLE, self._api_unavailable(name, exc)
+            result, delay = metrics.RESULT_API_UNAVAILABLE, self._outage_retry(name, exc)
         else:
             self._api_away.end(name)
+            if result != metrics.RESULT_PENDING:  # the bring-up is over, or stopped
+                self._pending.end(name)
             if self._api_warned:
                 log.info("Kubernetes API server answers again; Nodes are reconciled as usual")
                 self._api_warned = False
@@ -110,7 +113,7 @@ class NodeReconciler:
         self.metrics.reconciles.labels(result).inc()
         return delay
 
-    def _api_unavailable(self, name: str, exc: Exception) -> float:
+    def _outage_retry(self, name: str, exc: Exception) -> float:
         """A pass cut short by an API-server outage (restart, network): not a bug, so no
         traceback; the first such pass warns, the others wait quietly. The Node is looked at
         again 1 s later, then twice as late each time, up to ``errorRequeueSeconds``, so an
@@ -138,18 +141,18 @@ class NodeReconciler:
         try:
             instance = await self._instance(node)
             caps = await self.cloud.instance_type_caps(instance.instance_type)
-            # the jumbo-frame read does not depend on the ERIs: it runs beside their calls, so a
-            # pass waits for the slower of the two, not for both in turn
-            result, jumbo_read = await asyncio.gather(
-                ensure_eris(
-                    self.cloud,
-                    instance,
-                    caps,
-                    manage_non_owned=self.config.manage_non_owned_enis,
-                    token_salt=str(node["metadata"].get("uid", "")),
-                ),
-                self._read_jumbo(name, instance),
+            eris = ensure_eris(
+                self.cloud,
+                instance,
+                caps,
+                manage_non_owned=self.config.manage_non_owned_enis,
+                token_salt=str(node["metadata"].get("uid", "")),
             )
+            jumbo_read: bool | CloudError = False
+            if not caps.supports_eri:  # no object will be written: no jumbo-frame read
+                result = await eris
+            else:  # the read does not depend on the ERIs: the pass waits for the slower one
+                result, jumbo_read = await both(eris, self._read_jumbo(name, instance))
         except Skip:
             return metrics.RESULT_FAILED, self.config.error_requeue_seconds
         except CloudError as exc:
@@ -248,14 +251,15 @@ class NodeReconciler:
             await self.kube.patch_device_status(name, status)
         self.metrics.set_node_eris(name, (s.status for s in statuses))
         if result.ready and jumbo.known:
-            self._pending.end(name)
             return metrics.RESULT_READY, self.config.reverify_interval_seconds
         if not jumbo.known or result.problem or any(s.status == crd.FAILED for s in statuses):
-            self._pending.end(name)
             return metrics.RESULT_FAILED, self.config.error_requeue_seconds
-        # An attach takes seconds, so a fixed ``pendingRequeueSeconds`` (10) kept a Node's
-        # devices from kubelet for up to that long after they were usable: look again soon,
-        # then less and less often; each recheck costs a share of a batched look-up.
+        if any(d.cloud_error for d in result.devices):  # retried at the usual pace
+            self._pending.end(name)
+            return metrics.RESULT_PENDING, self.config.pending_requeue_seconds
+        # Only attaching: an attach takes seconds, so a fixed ``pendingRequeueSeconds`` (10)
+        # kept a Node's devices from kubelet for up to that long after they were usable. Look
+        # again soon, then less and less often; each recheck is a share of a batched look-up.
         delay = self._pending.next(name, FIRST_RETRY, self.config.pending_requeue_seconds)
         return metrics.RESULT_PENDING, delay
 
@@ -372,7 +376,7 @@ class Streaks:
         return name in self._count
 
 
-def _api_unavailable(exc: BaseException) -> bool:
+def _is_api_outage(exc: BaseException) -> bool:
     """The API server could not be reached or answered that it cannot serve now."""
     if isinstance(exc, ApiError):
         code = exc.status.code or 0
