@@ -23,13 +23,11 @@ from erdma.controller.orphans import OrphanSweeper
 from erdma.controller.reconcile import NodeReconciler
 from erdma.controller.workqueue import WorkQueue
 from erdma.kube import crd
-from erdma.kube.client import kube_config
+from erdma.kube.client import LIST_PAGE_SIZE, kube_config
 
 log = logging.getLogger(__name__)
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-#: objects per page of kopf's initial list (client-go's informer default)
-LIST_PAGE_SIZE = 500
 
 
 def node_signature(body: Mapping[str, Any], owned: bool) -> tuple[object, ...]:

@@ -14,7 +14,7 @@ from lightkube.resources.core_v1 import Node
 
 from erdma.controller.cloud import Instance
 from erdma.kube import crd
-from erdma.kube.client import KubeApi
+from erdma.kube.client import LIST_PAGE_SIZE, KubeApi
 
 
 def node_ready(node: Mapping[str, Any]) -> bool:
@@ -58,12 +58,7 @@ class NodeIndex:
         ids: set[str] = set()
         ips: set[str] = set()
         for node in nodes:
-            if (node.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            provider = str((node.get("spec") or {}).get("providerID") or "")
-            if (found := instance_id_from_provider(provider)) is not None:
-                ids.add(found)
-            ips.update(internal_ips(node))
+            _note(node, ids, ips)
         return cls(frozenset(ids), frozenset(ips))
 
     def has(self, instance_id: str, instance: Instance | None = None) -> bool:
@@ -73,6 +68,21 @@ class NodeIndex:
         )
 
 
+def _note(node: Mapping[str, Any], ids: set[str], ips: set[str]) -> None:
+    """Add what the Node stands for (its instance id, its InternalIPs) unless it is deleting."""
+    if (node.get("metadata") or {}).get("deletionTimestamp"):
+        return
+    provider = str((node.get("spec") or {}).get("providerID") or "")
+    if (found := instance_id_from_provider(provider)) is not None:
+        ids.add(found)
+    ips.update(internal_ips(node))
+
+
 async def node_index(kube: KubeApi) -> NodeIndex:
-    """Every Node now in the cluster."""
-    return NodeIndex.of([n.to_dict() async for n in kube.client.list(Node)])
+    """Every Node now in the cluster, read a page at a time and reduced to what the index
+    keeps as it comes, so a sweep never holds every Node of a large cluster as a model."""
+    ids: set[str] = set()
+    ips: set[str] = set()
+    async for node in kube.client.list(Node, chunk_size=LIST_PAGE_SIZE):
+        _note(node.to_dict(), ids, ips)
+    return NodeIndex(frozenset(ids), frozenset(ips))

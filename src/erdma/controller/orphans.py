@@ -92,7 +92,7 @@ class OrphanSweeper:
         ours = [e for e in await self.cloud.list_enis_by_tags(creator) if not e.is_primary]
         # Listed after the ERIs, so an ERI created for a Node that exists now is seen with it.
         nodes = await node_index(self.kube)
-        objects = {_object_instance(o) for o in await self.kube.list_devices()}
+        objects = {_object_instance(o) async for o in self.kube.iter_devices()}
         by_instance: dict[str, list[Eni]] = {}
         for eni in ours:
             if (instance_id := _instance_of(eni)) and instance_id not in objects:

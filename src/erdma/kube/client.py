@@ -21,6 +21,9 @@ from lightkube.types import PatchType
 from erdma.kube import crd
 
 ERdmaDeviceResource = create_global_resource(crd.GROUP, crd.VERSION, crd.KIND, crd.PLURAL)
+#: objects per page of a list (client-go's informer default): a large cluster never arrives as
+#: one response, parsed and held whole
+LIST_PAGE_SIZE = 500
 FIELD_MANAGER = "erdma-controller"
 
 
@@ -70,9 +73,18 @@ class KubeApi:
                 return None
             raise
 
+    async def iter_devices(
+        self, labels: Mapping[str, str] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Every ERdmaDevice, read ``LIST_PAGE_SIZE`` at a time."""
+        found = self.client.list(
+            ERdmaDeviceResource, labels=dict(labels or {}), chunk_size=LIST_PAGE_SIZE
+        )
+        async for obj in found:
+            yield _as_dict(obj)
+
     async def list_devices(self, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-        found = self.client.list(ERdmaDeviceResource, labels=dict(labels or {}))
-        return [_as_dict(o) async for o in found]
+        return [obj async for obj in self.iter_devices(labels)]
 
     async def create_device(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         return _as_dict(await self.client.create(ERdmaDeviceResource.from_dict(dict(obj))))
