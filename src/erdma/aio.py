@@ -137,12 +137,8 @@ async def all_or_cancel(*steps: Awaitable[T]) -> list[T]:
 
 async def both(first: Awaitable[T], second: Awaitable[U]) -> tuple[T, U]:
     """``all_or_cancel`` of two steps of different kinds, their results typed."""
-    a, b = await all_or_cancel(_as_object(first), _as_object(second))
+    a, b = await all_or_cancel(first, second)
     return cast(T, a), cast(U, b)
-
-
-async def _as_object(step: Awaitable[object]) -> object:
-    return await step
 
 
 class OnFailure(enum.Enum):

@@ -152,8 +152,8 @@ async def test_the_jumbo_frame_is_read_once_per_bring_up_and_again_at_reverify(k
 
 async def test_an_attaching_eri_is_rechecked_soon_then_less_often(kube_api, k8s):
     """With the production `pendingRequeueSeconds` (10), an ERI that attaches in 2 s is Ready
-    after the rechecks at 1 s and 3 s, not at the first 10 s recheck; and a Node whose attach
-    takes long is not polled every second meanwhile (1, 2, 4 s apart, then 10)."""
+    after the rechecks 0.5-1 s and 1-2 s later (2-4 s more at worst), not at the first 10 s
+    recheck; and the Node is not polled every half second meanwhile: 3-4 look-ups in all."""
     with EcsEmulator(standard_world(transition_delay=2.0)).in_thread() as emu:
         inst = emu.world.add_instance(GPU_TWO_CARDS.name)
         async with running_controller(
@@ -165,4 +165,4 @@ async def test_an_attaching_eri_is_rechecked_soon_then_less_often(kube_api, k8s)
             took = asyncio.get_running_loop().time() - started
         looks = emu.faults.calls["DescribeInstances"]
     assert took < 8.0, f"Ready after {took:.1f} s: the first recheck came late"
-    assert 3 <= looks <= 4, f"{looks} look-ups: create + attach, attaching at 1 s, Ready at 3 s"
+    assert 3 <= looks <= 4, f"{looks} look-ups: create + attach, one or two attaching, Ready"

@@ -128,8 +128,8 @@ class ControllerConfig(BaseModel):
         10.0,
         gt=0,
         alias="pendingRequeueSeconds",
-        description="longest recheck interval while devices are Pending: the first recheck "
-        "comes 1 s after the pass that left them Pending, each further one twice as late",
+        description="longest recheck interval while ERIs attach: the first recheck comes "
+        "0.5-1 s after the pass that left them attaching, each further one twice as late",
     )
     node_not_ready_requeue_seconds: float = Field(
         30.0,
@@ -153,7 +153,7 @@ class ControllerConfig(BaseModel):
         gt=0,
         alias="errorRequeueSeconds",
         description="retry interval after a failure; also the longest wait between retries "
-        "while the Kubernetes API server is unavailable (1 s, then twice as long each time)",
+        "while the Kubernetes API server is unavailable (0.5-1 s, then twice as long each time)",
     )
     lease_name: str = Field(
         "26dc1c71.alibabacloud.com",

@@ -24,7 +24,7 @@ from typing import Any
 import httpx2 as httpx
 from lightkube.core.exceptions import ApiError
 
-from erdma.aio import both
+from erdma.aio import Backoff, both
 from erdma.controller import device_report, metrics
 from erdma.controller.cloud import CloudApi, CloudError, Instance
 from erdma.controller.config import ControllerConfig
@@ -41,8 +41,8 @@ log = logging.getLogger(__name__)
 
 REASON_NOT_SUPPORTED = "ERdmaNotSupported"
 REASON_LOOKUP_FAILED = "InstanceLookupFailed"
-#: seconds to the first recheck of a Node whose ERIs are attaching, or whose pass the API
-#: server's absence cut short; each further one comes twice as late, up to the setting's cap
+#: seconds to the first recheck (jittered down to half) of a Node whose ERIs are attaching, or
+#: whose pass the API server's absence cut short; each further one twice as late, up to a cap
 FIRST_RETRY = 1.0
 
 
@@ -74,9 +74,9 @@ class NodeReconciler:
         self.clock = clock
         # node name -> the last jumbo-frame read: (instance id, value, time.monotonic())
         self._jumbo_read: dict[str, tuple[str, bool, float]] = {}
-        # passes in a row that left a Node's devices Pending, or found the API server away
-        self._pending = Streaks()
-        self._api_away = Streaks()
+        # passes in a row that left a Node's devices attaching, or found the API server away
+        self._pending = Streaks(FIRST_RETRY, config.pending_requeue_seconds)
+        self._api_away = Streaks(FIRST_RETRY, config.error_requeue_seconds)
         self._api_warned = False
 
     def bringing_up(self, name: str) -> bool:
@@ -116,9 +116,9 @@ class NodeReconciler:
     def _outage_retry(self, name: str, exc: Exception) -> float:
         """A pass cut short by an API-server outage (restart, network): not a bug, so no
         traceback; the first such pass warns, the others wait quietly. The Node is looked at
-        again 1 s later, then twice as late each time, up to ``errorRequeueSeconds``, so an
+        again 0.5-1 s later, then twice as late each time, up to ``errorRequeueSeconds``, so an
         outage of a few seconds costs its Nodes a few seconds, not a fixed 30."""
-        delay = self._api_away.next(name, FIRST_RETRY, self.config.error_requeue_seconds)
+        delay = self._api_away.next(name)
         level = logging.DEBUG if self._api_warned else logging.WARNING
         self._api_warned = True
         log.log(
@@ -260,7 +260,7 @@ class NodeReconciler:
         # Only attaching: an attach takes seconds, so a fixed ``pendingRequeueSeconds`` (10)
         # kept a Node's devices from kubelet for up to that long after they were usable. Look
         # again soon, then less and less often; each recheck is a share of a batched look-up.
-        delay = self._pending.next(name, FIRST_RETRY, self.config.pending_requeue_seconds)
+        delay = self._pending.next(name)
         return metrics.RESULT_PENDING, delay
 
     async def _read_jumbo(self, name: str, instance: Instance) -> bool | CloudError:
@@ -357,16 +357,19 @@ class NodeReconciler:
 
 
 class Streaks:
-    """Per Node, how many passes in a row ended the same way, and the delay that earns."""
+    """Per Node, how many passes in a row ended the same way, and the delay that earns: the
+    shared jittered `Backoff` from ``first`` (or ``cap``, if lower) doubling up to ``cap``, so
+    Nodes that failed together are not looked at again in lockstep."""
 
-    def __init__(self) -> None:
+    def __init__(self, first: float, cap: float) -> None:
+        self._backoff = Backoff(initial=min(first, cap), maximum=cap)
         self._count: dict[str, int] = {}
 
-    def next(self, name: str, first: float, cap: float) -> float:
-        """Count one more such pass; the delay doubles from ``first`` with each, up to ``cap``."""
+    def next(self, name: str) -> float:
+        """Count one more such pass; the delay before the Node's next pass."""
         count = self._count.get(name, 0)
         self._count[name] = count + 1
-        return min(first * 2 ** min(count, 32), cap)
+        return self._backoff.delay(count)
 
     def end(self, name: str) -> None:
         """The streak is over: the next one starts from ``first`` again."""
