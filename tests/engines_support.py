@@ -80,7 +80,8 @@ class Kit:
                 return f"containerd CRI socket {sock or '(CONTAINERD_ADDRESS unset)'} is absent"
             if not (self.state / "cri/api_pb2_grpc.py").exists():
                 return f"the kit's CRI client stubs are missing under {self.state}/cri"
-            return None
+            # a socket left by a containerd that is gone (the machine restarted) answers nothing
+            return self._answers("containerd", ["ctr", "-a", sock, "version"])
         raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
 
     def _answers(self, what: str, argv: list[str]) -> str | None:

@@ -7,6 +7,7 @@ gives, and which engine versions the kit runs where it does.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,19 @@ def test_an_engine_the_kit_did_not_set_up_is_named(tmp_path: Path):
                sysres=False)  # fmt: skip
     reason = dead.missing("docker")
     assert reason is not None and reason.startswith("dockerd does not answer")
+
+
+def test_a_containerd_socket_nobody_listens_on_is_named(tmp_path: Path):
+    """A machine restart leaves containerd's socket file behind with nothing behind it: the
+    CRI tests skip and say so, as they do for a dead dockerd, rather than fail."""
+    (tmp_path / "cri").mkdir()
+    (tmp_path / "cri/api_pb2_grpc.py").write_text("")
+    stale = tmp_path / "containerd.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(stale))  # bound, never listening, closed: a socket file, no daemon
+    env = {"PATH": os.environ.get("PATH", ""), "CONTAINERD_ADDRESS": str(stale)}
+    reason = Kit(tmp_path, env=env, sysres=False).missing("containerd")
+    assert reason is not None and reason.startswith("containerd does not answer"), reason
 
 
 def test_the_kit_runs_engines_that_load_cdi():
