@@ -152,8 +152,9 @@ async def test_the_jumbo_frame_is_read_once_per_bring_up_and_again_at_reverify(k
 
 async def test_an_attaching_eri_is_rechecked_soon_then_less_often(kube_api, k8s):
     """With the production `pendingRequeueSeconds` (10), an ERI that attaches in 2 s is Ready
-    after the rechecks 0.5-1 s and 1-2 s later (2-4 s more at worst), not at the first 10 s
-    recheck; and the Node is not polled every half second meanwhile: 3-4 look-ups in all."""
+    after the rechecks 0.25-0.5, 0.4-0.75, 0.6-1.1 and 0.8-1.7 s apart (2.0-4.1 s after the
+    attaching pass), not at the first 10 s recheck; and the Node is not polled every quarter
+    second meanwhile: 4-5 look-ups in all."""
     with EcsEmulator(standard_world(transition_delay=2.0)).in_thread() as emu:
         inst = emu.world.add_instance(GPU_TWO_CARDS.name)
         async with running_controller(
@@ -164,5 +165,6 @@ async def test_an_attaching_eri_is_rechecked_soon_then_less_often(kube_api, k8s)
             await eventually(lambda: ready_device(k8s, name), timeout=9.0)
             took = asyncio.get_running_loop().time() - started
         looks = emu.faults.calls["DescribeInstances"]
+        print("CALLS", dict(emu.faults.calls), took)
     assert took < 8.0, f"Ready after {took:.1f} s: the first recheck came late"
-    assert 3 <= looks <= 4, f"{looks} look-ups: create + attach, one or two attaching, Ready"
+    assert 4 <= looks <= 5, f"{looks} look-ups: create + attach, two or three attaching, Ready"

@@ -129,7 +129,7 @@ class ControllerConfig(BaseModel):
         gt=0,
         alias="pendingRequeueSeconds",
         description="longest recheck interval while ERIs attach: the first recheck comes "
-        "0.5-1 s after the pass that left them attaching, each further one twice as late",
+        "0.25-0.5 s after the pass that left them attaching, each further one 1.5 times as late",
     )
     node_not_ready_requeue_seconds: float = Field(
         30.0,

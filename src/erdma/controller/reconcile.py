@@ -41,9 +41,15 @@ log = logging.getLogger(__name__)
 
 REASON_NOT_SUPPORTED = "ERdmaNotSupported"
 REASON_LOOKUP_FAILED = "InstanceLookupFailed"
-#: seconds to the first recheck (jittered down to half) of a Node whose ERIs are attaching, or
-#: whose pass the API server's absence cut short; each further one twice as late, up to a cap
+#: seconds to the first retry (jittered down to half) of a pass the API server's absence cut
+#: short; each further one twice as late, up to ``errorRequeueSeconds``
 FIRST_RETRY = 1.0
+#: seconds to the first recheck (jittered down to half) of a Node whose ERIs are attaching; each
+#: further one 1.5 times as late, up to ``pendingRequeueSeconds``. An attach that has finished
+#: waits for the next recheck about half the time it has taken so far (a factor of 2: as long
+#: again), for about one more recheck per attach, each a share of a batched look-up.
+ATTACH_RECHECK = 0.5
+ATTACH_RECHECK_FACTOR = 1.5
 
 
 class Skip(Exception):
@@ -75,7 +81,9 @@ class NodeReconciler:
         # node name -> the last jumbo-frame read: (instance id, value, time.monotonic())
         self._jumbo_read: dict[str, tuple[str, bool, float]] = {}
         # passes in a row that left a Node's devices attaching, or found the API server away
-        self._pending = Streaks(FIRST_RETRY, config.pending_requeue_seconds)
+        self._pending = Streaks(
+            ATTACH_RECHECK, config.pending_requeue_seconds, factor=ATTACH_RECHECK_FACTOR
+        )
         self._api_away = Streaks(FIRST_RETRY, config.error_requeue_seconds)
         self._api_warned = False
 
@@ -259,7 +267,7 @@ class NodeReconciler:
             return metrics.RESULT_PENDING, self.config.pending_requeue_seconds
         # Only attaching: an attach takes seconds, so a fixed ``pendingRequeueSeconds`` (10)
         # kept a Node's devices from kubelet for up to that long after they were usable. Look
-        # again soon, then less and less often; each recheck is a share of a batched look-up.
+        # again soon, then less and less often (ATTACH_RECHECK).
         delay = self._pending.next(name)
         return metrics.RESULT_PENDING, delay
 
@@ -358,11 +366,11 @@ class NodeReconciler:
 
 class Streaks:
     """Per Node, how many passes in a row ended the same way, and the delay that earns: the
-    shared jittered `Backoff` from ``first`` (or ``cap``, if lower) doubling up to ``cap``, so
-    Nodes that failed together are not looked at again in lockstep."""
+    shared jittered `Backoff` from ``first`` (or ``cap``, if lower) growing by ``factor`` up to
+    ``cap``, so Nodes that failed together are not looked at again in lockstep."""
 
-    def __init__(self, first: float, cap: float) -> None:
-        self._backoff = Backoff(initial=min(first, cap), maximum=cap)
+    def __init__(self, first: float, cap: float, factor: float = 2.0) -> None:
+        self._backoff = Backoff(initial=min(first, cap), maximum=cap, factor=factor)
         self._count: dict[str, int] = {}
 
     def next(self, name: str) -> float:
