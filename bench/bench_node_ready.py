@@ -1,23 +1,31 @@
-"""Node-ready benchmark: a Node object appears, how long until kubelet sees `aliyun/erdma`.
+"""Node-ready benchmark: a GPU Node object appears, how long until kubelet sees its ERIs.
 
-Run: `.venv/bin/python -m bench.bench_node_ready --nodes 50`.
+Run: `.venv/bin/python -m bench.bench_node_ready --nodes 50` (as root: each node gets a network
+namespace).
 
-Everything is the production code path except the cloud, the host and kubelet: a real test API
+Everything is the production code path except the cloud, the hosts and kubelet: a real test API
 server (kube-testserver on etcd) with the ERdmaDevice CRD; the controller (`run_controller`,
 production intervals and worker count) against the ECS emulator, both in one child process so
 the controller's CPU is not shared with the agents' event loop; and one Regular-mode agent per
 node (`erdma.agent.service.Agent`, in this process, one event loop, each with its own fixture
-host and `FakeKubelet`). Agents are started and registered before the clock starts, as the
-agent's DaemonSet pod would be long-lived by the time its node's ERIs matter; then all Nodes
-are created at once (providerID, then Ready and InternalIP, as kubelet does).
+host, network namespace, instance metadata path and `FakeKubelet`). Agents are started and
+registered before the clock starts, as the agent's DaemonSet pod would be long-lived by the time
+its node's ERIs matter; then all Nodes are created at once (providerID, then Ready and
+InternalIP, as kubelet does).
 
-The instances are `ecs.g8i.8xlarge` (one ERI: the primary ENI converted to HighPerformance, so
-no secondary netdev needs netlink, which is how the Regular-mode agent tests avoid it too).
-Each fixture host's ERI carries the MAC of its instance's primary ENI in the emulator, so the
-agent exposes exactly the device the controller recorded.
+The instances are `ecs.ebmgn8v.48xlarge` (two network cards): the controller converts the
+primary ENI for card 0 and creates and attaches an ERI for card 1, which ECS takes
+`--transition` seconds to finish. Each node's hardware follows ECS (`tests.fakes.eri_hotplug`,
+run by a third process, as a kernel runs beside its agent): no RDMA device at first, erdma_0 on
+eth0 once the primary is HighPerformance, and eth1 (a link in the node's namespace and its
+sysfs entry) with erdma_1 once the attach has finished, as the kernel hot-plugs it. The agent
+rescans sysfs, brings eth1 up with the address instance metadata gives for its MAC and exposes
+both cards.
 
-Printed per node, then median / p99 / max: Node created -> ERdmaDevice all Ready (seen by a
-list every 0.1 s, so up to 0.1 s late) -> kubelet has a non-empty `aliyun/erdma` list.
+Printed per stage, median / p99 / max: Node created -> ERdmaDevice all Ready (seen by a list
+every 0.1 s, so up to 0.1 s late) -> kubelet lists both cards (`aliyun/erdma`); also when ECS
+had the attached ERI in use, how long the hardware process took to show it (the harness's own
+lag), and when kubelet listed the node's first card.
 """
 
 from __future__ import annotations
@@ -25,11 +33,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
+import queue
+import shutil
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, replace
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.queues import Queue
 from pathlib import Path
 
 from lightkube import AsyncClient, KubeConfig
@@ -44,15 +58,21 @@ from erdma.controller.config import parse_config
 from erdma.controller.main import run_controller
 from erdma.kube import crd
 from erdma.kube.client import KubeApi
-from erdma.sim import fakehost
-from erdma.sim.fakehost_specs import ERDMA0, PRIMARY
 from erdma.sim.kubelet import FakeKubelet
 from tests.fakes.ecs import EcsEmulator
-from tests.fakes.ecs.client import GENERAL_ERI, cloud_for, standard_world
+from tests.fakes.ecs.client import GPU_TWO_CARDS, cloud_for, standard_world
+from tests.fakes.eri_hotplug import (
+    AttachedEri,
+    NodeHardware,
+    NodeNetwork,
+    node_network,
+    report_attaches,
+)
 from tests.fakes.kubeapi import KubeApiServer, install_crd
 from tests.integration.controller_support import set_ready
 
 ERDMA = "aliyun/erdma"
+CARDS = frozenset({"erdma_0", "erdma_1"})
 POLL = 0.1
 #: controller metrics the child reports, to tell queueing from the passes themselves
 SUMMARY = (
@@ -69,18 +89,17 @@ class Instance:
     """What the agent side needs to know of one emulated instance."""
 
     id: str
-    private_ip: str
-    mac: str
+    network: NodeNetwork
+    metadata_url: str
 
 
-def _controller(kubeconfig: str, nodes: int, transition: float, conn: Connection) -> None:
-    """Child process: the emulated region and the production controller against it."""
+def _controller(
+    kubeconfig: str, nodes: int, transition: float, conn: Connection, attached: Queue[AttachedEri]
+) -> None:
+    """Child process: the emulated region, its instances' hardware events (put on
+    ``attached``) and the production controller against it."""
     emulator = EcsEmulator(standard_world(transition_delay=transition))
-    instances = []
-    for _ in range(nodes):
-        record = emulator.world.add_instance(GENERAL_ERI.name)
-        mac = emulator.world.enis[record.primary_eni_id].mac
-        instances.append(Instance(record.id, record.private_ip, mac))
+    records = [emulator.world.add_instance(GPU_TWO_CARDS.name) for _ in range(nodes)]
 
     async def serve() -> None:
         stop = asyncio.Event()
@@ -89,36 +108,83 @@ def _controller(kubeconfig: str, nodes: int, transition: float, conn: Connection
         task = asyncio.create_task(
             run_controller(config, cloud, kubeconfig=kubeconfig, leader_elect=False, stop=stop)
         )
-        conn.send(instances)
+        ids = {r.id for r in records}
+        hotplug = asyncio.create_task(report_attaches(emulator.world, ids, attached.put))
+        conn.send(
+            [
+                Instance(r.id, node_network(emulator.world, r.id), emulator.metadata_url_for(r.id))
+                for r in records
+            ]
+        )
         await asyncio.to_thread(conn.recv)  # "report"
         conn.send({name: cloud.metrics.value(name) for name in SUMMARY})
         await asyncio.to_thread(conn.recv)  # "stop"
+        hotplug.cancel()
         stop.set()
-        await asyncio.wait({task}, timeout=15)
+        await asyncio.wait({task, hotplug}, timeout=15)
 
     with emulator.in_thread():
         asyncio.run(serve())
 
 
-def host_spec(mac: str) -> fakehost.HostSpec:
-    """A node whose one ERI is its primary ENI (eth0), with the emulator's MAC for it."""
-    return fakehost.HostSpec(
-        netdevs=(replace(PRIMARY, mac=mac),), rdma=(replace(ERDMA0, netdev="eth0"),)
-    )
+@dataclass(frozen=True)
+class Machine:
+    """Where one simulated node's hardware lives (picklable: the hardware process builds it)."""
+
+    instance_id: str
+    host_root: Path
+    netns_name: str
+    network: NodeNetwork
+
+    def hardware(self) -> NodeHardware:
+        return NodeHardware(self.host_root, self.netns_name, self.network)
+
+
+def _hardware(machines: list[Machine], attached: Queue[AttachedEri], conn: Connection) -> None:
+    """Child process: every node's hardware, as each node's kernel runs beside its agent and
+    not in its process (in the agents' busy process a hot-plug lagged ECS by 0.4-0.6 s). Builds
+    the fixture hosts and namespaces, then plugs each ERI the controller's process reports
+    (nodes side by side) until told to stop; answers with (ECS had it in use, it appeared on
+    the host) per instance, for the ERI that needed an attach; removes it all."""
+    hardware = {m.instance_id: m.hardware() for m in machines}
+    plugged: dict[str, tuple[float, float]] = {}
+
+    def plug(eri: AttachedEri) -> None:
+        hardware[eri.instance_id].plug(eri)
+        if not eri.primary:
+            plugged[eri.instance_id] = (eri.in_use_at, time.monotonic())
+
+    try:
+        for hw in hardware.values():
+            hw.create()
+        conn.send("ready")
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="hardware") as pool:
+            while not conn.poll():  # "stop"
+                try:
+                    pool.submit(plug, attached.get(timeout=POLL))
+                except queue.Empty:
+                    continue
+        conn.recv()
+        conn.send(plugged)
+    finally:
+        for hw in hardware.values():
+            hw.remove()
 
 
 async def start_agent(
-    root: Path, node: str, mac: str, kubeconfig: Path, stop: asyncio.Event
+    machine: Machine, node: str, inst: Instance, kubeconfig: Path, stop: asyncio.Event
 ) -> tuple[FakeKubelet, asyncio.Task[None]]:
-    """One Regular-mode agent on its own fixture host, registered with its own fake kubelet."""
-    fakehost.build(root / "host", host_spec(mac))
+    """One Regular-mode agent on its node's hardware, registered with its own fake kubelet."""
+    root = machine.host_root.parent
     kubelet = FakeKubelet(root / "kubelet" / "device-plugins")
     await kubelet.start()
     settings = {
-        "host_root": root / "host", "kubelet_dir": root / "kubelet", "node_name": node,
+        "host_root": machine.host_root, "kubelet_dir": root / "kubelet", "node_name": node,
         "kubeconfig": str(kubeconfig), "local_eri_discovery": False, "metrics_port": 0,
+        "metadata_url": inst.metadata_url,
     }  # fmt: skip
-    task = asyncio.create_task(Agent(build_config(environ={}, flags=settings)).run(stop))
+    agent = Agent(build_config(environ={}, flags=settings), netns=machine.hardware().netns)
+    task = asyncio.create_task(agent.run(stop))
     await kubelet.wait_for(lambda: kubelet.registered(ERDMA), 60, f"{node} registered")
     return kubelet, task
 
@@ -128,7 +194,7 @@ async def join(client: AsyncClient, name: str, inst: Instance) -> float:
     started = time.monotonic()
     node = Node(metadata=ObjectMeta(name=name), spec=NodeSpec(providerID=f"cn-hangzhou.{inst.id}"))
     await client.create(node)
-    await set_ready(client, name, True, inst.private_ip)
+    await set_ready(client, name, True, inst.network.address)
     return started
 
 
@@ -143,33 +209,48 @@ async def watch_ready(kube: KubeApi, names: set[str], seen: dict[str, float]) ->
         await asyncio.sleep(POLL)
 
 
-async def allocatable(kubelet: FakeKubelet, timeout: float) -> float:
-    """The monotonic time kubelet first holds a non-empty `aliyun/erdma` list."""
-    await kubelet.wait_for(lambda: bool(kubelet.latest(ERDMA)), timeout, "allocatable")
-    return time.monotonic()
+def cards(kubelet: FakeKubelet) -> set[str]:
+    """The RDMA devices behind kubelet's `aliyun/erdma` list (IDs are `<device>/<slot>`)."""
+    return {device_id.split("/")[0] for device_id in kubelet.latest(ERDMA) or {}}
 
 
-async def measure(args: argparse.Namespace, server: KubeApiServer) -> None:
+async def allocatable(kubelet: FakeKubelet, timeout: float) -> tuple[float, float]:
+    """When kubelet first lists a card, and when it lists both."""
+    await kubelet.wait_for(lambda: bool(cards(kubelet)), timeout, "a card allocatable")
+    first = time.monotonic()
+    await kubelet.wait_for(lambda: cards(kubelet) == CARDS, timeout, "both cards allocatable")
+    return first, time.monotonic()
+
+
+async def measure(args: argparse.Namespace, server: KubeApiServer, tmp: Path) -> None:
     await install_crd(server.kubeconfig)
-    conn, child = multiprocessing.Pipe()
-    proc = multiprocessing.Process(
+    cloud_conn, cloud_end = multiprocessing.Pipe()
+    attached: Queue[AttachedEri] = multiprocessing.Queue()
+    cloud = multiprocessing.Process(
         target=_controller,
-        args=(str(server.kubeconfig), args.nodes, args.transition, child),
+        args=(str(server.kubeconfig), args.nodes, args.transition, cloud_end, attached),
         daemon=True,
     )
-    proc.start()
-    instances: list[Instance] = conn.recv()
+    cloud.start()
+    instances: list[Instance] = cloud_conn.recv()
     names = [f"ready-node-{i:03d}" for i in range(args.nodes)]
+    machines = [
+        Machine(i.id, tmp / n / "host", f"erdma-b-{uuid.uuid4().hex[:8]}", i.network)
+        for n, i in zip(names, instances, strict=True)
+    ]
+    hw_conn, hw_end = multiprocessing.Pipe()
+    hardware = multiprocessing.Process(
+        target=_hardware, args=(machines, attached, hw_end), daemon=True
+    )
+    hardware.start()
+    await asyncio.to_thread(hw_conn.recv)  # "ready"
     stop = asyncio.Event()
     client = AsyncClient(KubeConfig.from_file(server.kubeconfig))
     kube = KubeApi(client)
-    with tempfile.TemporaryDirectory(prefix="erdma-ready-") as tmp:
-        agents = await asyncio.gather(
-            *(
-                start_agent(Path(tmp) / n, n, i.mac, server.kubeconfig, stop)
-                for n, i in zip(names, instances, strict=True)
-            )
-        )
+    agents: list[tuple[FakeKubelet, asyncio.Task[None]]] = []
+    try:
+        for machine, name, inst in zip(machines, names, instances, strict=True):
+            agents.append(await start_agent(machine, name, inst, server.kubeconfig, stop))
         seen: dict[str, float] = {}
         watcher = asyncio.create_task(watch_ready(kube, set(names), seen))
         exposed = [asyncio.create_task(allocatable(k, args.timeout)) for k, _ in agents]
@@ -178,38 +259,50 @@ async def measure(args: argparse.Namespace, server: KubeApiServer) -> None:
         )
         done = await asyncio.gather(*exposed)
         await asyncio.wait_for(watcher, args.timeout)
+    finally:
         stop.set()
         await asyncio.wait([t for _, t in agents], timeout=15)
         for kubelet, _ in agents:
             await kubelet.stop()
-    conn.send("report")
-    summary: dict[str, float] = conn.recv()
-    conn.send("stop")
-    proc.join(20)
+        hw_conn.send("stop")
+        plugged: dict[str, tuple[float, float]] = hw_conn.recv()
+        hardware.join(20)
+    cloud_conn.send("report")
+    summary: dict[str, float] = cloud_conn.recv()
+    cloud_conn.send("stop")
+    cloud.join(20)
     await client.close()
-    report(args, names, created, seen, done, summary)
+    report(args, names, created, [plugged[i.id] for i in instances], seen, done, summary)
 
 
 def report(
     args: argparse.Namespace,
     names: list[str],
     created: list[float],
+    hotplugs: list[tuple[float, float]],
     seen: dict[str, float],
-    done: list[float],
+    done: list[tuple[float, float]],
     summary: dict[str, float],
 ) -> None:
-    to_ready = [seen[n] - c for n, c in zip(names, created, strict=True)]
-    to_kubelet = [d - seen[n] for n, d in zip(names, done, strict=True)]
-    total = [d - c for c, d in zip(created, done, strict=True)]
-    print(f"## Node ready, end to end: {args.nodes} nodes joining at once")
+    total = [both - c for c, (_, both) in zip(created, done, strict=True)]
+    stages = (
+        ("Node created -> ECS has the attached ERI in use",
+         [a - c for (a, _), c in zip(hotplugs, created, strict=True)]),
+        ("ECS has it in use -> it appears on the host (the harness's lag)",
+         [p - a for a, p in hotplugs]),
+        ("Node created -> ERdmaDevice Ready",
+         [seen[n] - c for n, c in zip(names, created, strict=True)]),
+        ("ERdmaDevice Ready -> kubelet lists both cards",
+         [both - seen[n] for n, (_, both) in zip(names, done, strict=True)]),
+        ("Node created -> kubelet lists its first card",
+         [first - c for c, (first, _) in zip(created, done, strict=True)]),
+        ("**Node created -> kubelet lists both cards**", total),
+    )  # fmt: skip
+    print(f"## Node ready, end to end: {args.nodes} GPU nodes joining at once")
     print()
     print("| stage | median | p99 | max |")
     print("| --- | --- | --- | --- |")
-    for stage, values in (
-        ("Node created -> ERdmaDevice Ready", to_ready),
-        ("ERdmaDevice Ready -> kubelet allocatable", to_kubelet),
-        ("Node created -> kubelet allocatable", total),
-    ):
+    for stage, values in stages:
         print(
             f"| {stage} | {statistics.median(values):.2f} s | {pct(values, 0.99):.2f} s | "
             f"{max(values):.2f} s |"
@@ -240,8 +333,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.nodes < 1:
         parser.error("--nodes must be >= 1")
-    with KubeApiServer.start() as server:
-        asyncio.run(measure(args, server))
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        parser.error("needs root and iproute2 (`ip`): each simulated node gets a network namespace")
+    with KubeApiServer.start() as server, tempfile.TemporaryDirectory(prefix="erdma-ready-") as tmp:
+        asyncio.run(measure(args, server, Path(tmp)))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from alibabacloud_tea_openapi.exceptions import (  # type: ignore[import-untyped
 )
 from alibabacloud_tea_openapi.models import Config  # type: ignore[import-untyped]
 
+from erdma.host.metadata import MetadataClient, MetadataError
 from tests.fakes.ecs import (
     DEFAULT_ACCESS_KEY_ID,
     DEFAULT_ACCESS_KEY_SECRET,
@@ -325,6 +326,24 @@ async def test_metadata_service_requires_an_imdsv2_token(emu: EcsEmulator) -> No
             f"{base}/meta-data/network/interfaces/macs/00:00:00:00:00:00/gateway", headers=headers
         ) as resp:
             assert resp.status == 404
+
+
+async def test_each_instance_reads_its_own_metadata_under_its_path(emu: EcsEmulator) -> None:
+    first, second = (emu.world.add_instance(GPU_TWO_CARDS.name) for _ in range(2))
+    for inst in (first, second):
+        client = MetadataClient(emu.metadata_url_for(inst.id), attempts=1)
+        mac = emu.world.enis[inst.primary_eni_id].mac
+        assert await client.instance_id() == inst.id
+        assert (await client.eni_network(mac)).address == inst.private_ip
+    # another instance's card is not in this one's metadata, and an unknown instance has none
+    other_mac = emu.world.enis[second.primary_eni_id].mac
+    with pytest.raises(MetadataError, match="HTTP 404"):
+        await MetadataClient(emu.metadata_url_for(first.id), attempts=1).eni_network(other_mac)
+    with pytest.raises(MetadataError, match="HTTP 404"):
+        await MetadataClient(emu.metadata_url_for("i-missing"), attempts=1).instance_id()
+    # the root path has no single instance to answer for once there are two
+    with pytest.raises(MetadataError, match="HTTP 404"):
+        await MetadataClient(emu.metadata_url, attempts=1).instance_id()
 
 
 def test_emulator_on_its_own_thread_serves_synchronous_callers() -> None:

@@ -60,10 +60,14 @@ class Agent:
         registry: CollectorRegistry | None = None,
         timing: Timing | None = None,
         runner: Runner | None = None,
+        netns: str | None = None,
     ) -> None:
+        """``netns``: the network namespace (a path) whose links the agent configures, None for
+        its own; a benchmark that simulates many nodes on one machine gives each its own."""
         if config.dra.enabled and not config.node_name:  # refused before anything is logged
             raise ConfigError("dra.enabled needs the node name (NODE_NAME or --node-name)")
         self.config = config
+        self.netns = netns
         self.events = NodeEvents(config.node_name, config.kubeconfig or None)
         self.reports = DeviceReports(self.events)
         self.registry = registry or CollectorRegistry()
@@ -328,8 +332,9 @@ class Agent:
             log.info("exposing the node's Ready ERIs", extra={"macs": sorted(macs)})
 
         try:
-            await follow_devices(kube, self.config.node_name, metadata_bring_up(metadata),
-                                 expose, jumbo_mtu=self.config.jumbo_frame_mtu)  # fmt: skip
+            bring_up = metadata_bring_up(metadata, self.netns)
+            await follow_devices(kube, self.config.node_name, bring_up, expose,
+                                 jumbo_mtu=self.config.jumbo_frame_mtu)  # fmt: skip
         finally:
             await kube.close()
 
@@ -339,7 +344,8 @@ class Agent:
 
         metadata = MetadataClient(self.config.metadata_url)
         state = lambda: (self.exposure, self.snapshot)  # noqa: E731 - read at every round
-        await follow_local(state, self.erdma.expose, metadata, self.config.rescan_interval)
+        await follow_local(state, self.erdma.expose, metadata, self.config.rescan_interval,
+                           netns=self.netns)  # fmt: skip
 
     async def _local_instance_id(self) -> None:
         """Local mode without `instanceID`: ask instance metadata; `_local_mode` re-selects."""

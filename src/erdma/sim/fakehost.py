@@ -131,7 +131,6 @@ class FakeHost:
         self._write(ib / "fw_ver", dev.fw_ver)
         self._write(ib / "node_desc", dev.node_desc)
         self._link(ib / "device", func)
-        self._link(self.sys / "class/infiniband" / dev.name, ib)
         self._port(dev, ib / "ports/1", mac)
         self._chardev(func, "infiniband_verbs", f"uverbs{dev.uverbs}", dev.name,
                       UVERBS_BASE_MINOR + dev.uverbs)  # fmt: skip
@@ -140,12 +139,15 @@ class FakeHost:
                           UMAD_BASE_MINOR + dev.uverbs)  # fmt: skip
             self._chardev(func, "infiniband_mad", f"issm{dev.uverbs}", dev.name,
                           ISSM_BASE_MINOR + dev.uverbs)  # fmt: skip
+        # last, as the kernel announces a device once it is whole: a rescan that runs while a
+        # device is hot-added finds all of it or none of it
+        self._link(self.sys / "class/infiniband" / dev.name, ib)
 
     def _netdev_spec(self, name: str) -> FakeNetdev:
         return next(n for n in self.spec.netdevs if n.name == name)
 
     def _port(self, dev: FakeRdma, port: Path, mac: bytes) -> None:
-        self.set_port_state(dev.name, dev.port_active)
+        self._write_port_state(port, dev.port_active)
         self._write(port / "link_layer", "InfiniBand" if dev.mode == "ib" else "Ethernet")
         self._write(port / "rate", "100 Gb/sec (4X EDR)")
         entries = self._gid_entries(dev, mac)
@@ -223,19 +225,22 @@ class FakeHost:
     # -- changes at run time --------------------------------------------------------------
     def set_port_state(self, device: str, active: bool) -> None:
         """Port ACTIVE/LinkUp or DOWN/Disabled, as the kernel shows a netdev link change."""
-        port = self._ib_dir(device) / "ports/1"
+        self._write_port_state(self._ib_dir(device) / "ports/1", active)
+
+    def _write_port_state(self, port: Path, active: bool) -> None:
         self._write(port / "state", "4: ACTIVE" if active else "1: DOWN")
         self._write(port / "phys_state", "5: LinkUp" if active else "3: Disabled")
 
     def remove_node(self, dev_path: str) -> None:
         (self.root / dev_path.lstrip("/")).unlink(missing_ok=True)
 
-    def add_device(self, netdev: FakeNetdev, device: FakeRdma) -> None:
-        """Hot-add (or late driver load): the device appears after the agent started."""
-        self.spec = replace(
-            self.spec, netdevs=(*self.spec.netdevs, netdev), rdma=(*self.spec.rdma, device)
-        )
-        self._netdev(netdev)
+    def add_device(self, netdev: FakeNetdev | None, device: FakeRdma) -> None:
+        """Hot-add (or late driver load): the device appears after the agent started.
+        ``netdev`` None: the device's netdev is already there (an ENI that gains RDMA)."""
+        netdevs = self.spec.netdevs if netdev is None else (*self.spec.netdevs, netdev)
+        self.spec = replace(self.spec, netdevs=netdevs, rdma=(*self.spec.rdma, device))
+        if netdev is not None:
+            self._netdev(netdev)
         self._rdma(device)
         self._save_manifest()
 

@@ -2,7 +2,10 @@
 
 The official SDK is pointed at it with ``endpoint="127.0.0.1:<port>"`` and
 ``protocol="HTTP"``; nothing in the client is replaced.  The same port also answers the ECS
-metadata paths (IMDSv2) that the agent and the credential code read from 100.100.100.200.
+metadata paths (IMDSv2) that the agent and the credential code read from 100.100.100.200:
+at the root for one instance (``metadata_url``), and under ``/instances/<id>`` for each
+instance (``metadata_url_for``), which real ECS tells apart by the caller's address and many
+simulated agents on one machine cannot.
 
 Run it inside the caller's event loop (``async with EcsEmulator() as emu``) or on its own
 thread (``with EcsEmulator().in_thread() as emu``) when the caller is synchronous or wants
@@ -65,14 +68,19 @@ class EcsEmulator(AsyncService):
         """Base URL replacing ``http://100.100.100.200``."""
         return f"http://127.0.0.1:{self.port}"
 
+    def metadata_url_for(self, instance_id: str) -> str:
+        """Base URL of the metadata service as instance ``instance_id`` sees it."""
+        return f"http://127.0.0.1:{self.port}/instances/{instance_id}"
+
     # --- life cycle ------------------------------------------------------------------------
 
     async def start(self, port: int = 0) -> None:
         """Listen on 127.0.0.1 (port 0 picks a free one)."""
         app = web.Application()
         app.router.add_route("*", "/", self._api)
-        app.router.add_put("/latest/api/token", self._imds_token)
-        app.router.add_get("/latest/meta-data/{path:.*}", self._imds_get)
+        for prefix in ("", "/instances/{instance}"):
+            app.router.add_put(f"{prefix}/latest/api/token", self._imds_token)
+            app.router.add_get(f"{prefix}/latest/meta-data/{{path:.*}}", self._imds_get)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
@@ -183,9 +191,12 @@ class EcsEmulator(AsyncService):
         self._imds_tokens[token] = time.monotonic() + int(ttl)
         return web.Response(text=token)
 
-    def _this_instance(self) -> InstanceRecord | None:
-        if self.metadata_instance_id:
-            return self.world.instances.get(self.metadata_instance_id)
+    def _this_instance(self, request: web.Request) -> InstanceRecord | None:
+        """The instance asking: named in the path, else ``metadata_instance_id``, else the only
+        one."""
+        named = request.match_info.get("instance") or self.metadata_instance_id
+        if named:
+            return self.world.instances.get(named)
         instances = list(self.world.instances.values())
         return instances[0] if len(instances) == 1 else None
 
@@ -194,13 +205,14 @@ class EcsEmulator(AsyncService):
         if expiry < time.monotonic():
             return web.Response(status=401, text="metadata token missing or expired")
         with self.world.lock:
-            value = self._metadata_value(request.match_info["path"].strip("/"))
+            value = self._metadata_value(
+                self._this_instance(request), request.match_info["path"].strip("/")
+            )
         if value is None:
             return web.Response(status=404, text="Not Found")
         return web.Response(text=value)
 
-    def _metadata_value(self, path: str) -> str | None:
-        inst = self._this_instance()
+    def _metadata_value(self, inst: InstanceRecord | None, path: str) -> str | None:
         if inst is None:
             return None
         simple = {

@@ -62,6 +62,7 @@ class EcsWorld:
         self.client_tokens: dict[str, tuple[tuple[object, ...], str]] = {}
         # Set by `refuse_traffic_config`: the account may not use that preview parameter.
         self.traffic_config_refusal: EcsApiError | None = None
+        self._eri_listeners: list[Callable[[EniRecord], None]] = []
         self._seq = itertools.count(1)
 
     # --- world building (tests, benchmarks, `erdma sim`) ---------------------------------
@@ -163,6 +164,7 @@ class EcsWorld:
                     eni.status, eni.settle_to = eni.settle_to, ""
                     if eni.status == "Available":
                         eni.instance_id, eni.card_index = "", 0
+                    self._announce_eri(eni)
 
     def instance(self, instance_id: str) -> InstanceRecord:
         """The instance, or ``InvalidInstanceId.NotFound``."""
@@ -315,6 +317,7 @@ class EcsWorld:
             eni.status = after
             if after == "Available":
                 eni.instance_id, eni.card_index = "", 0
+            self._announce_eri(eni)
             return
         eni.status, eni.settle_to = during, after
         eni.settle_at = self.clock() + self.transition_delay
@@ -350,6 +353,31 @@ class EcsWorld:
                 probe = replace(eni, traffic_mode=HIGH_PERFORMANCE)
                 self._check_eri_room(self.instance(eni.instance_id), eni.card_index, probe)
             eni.traffic_mode, eni.queue_pair_number = mode, queue_pair_number
+            if converting:
+                self._announce_eri(eni)
+
+    # --- listeners ---------------------------------------------------------------------
+
+    def add_eri_listener(self, listener: Callable[[EniRecord], None]) -> None:
+        """Call ``listener`` (under the lock) with each ENI the moment it becomes an ERI in use
+        on an instance (attach finished in HighPerformance mode, or an attached ENI converted):
+        when the instance's kernel would show it (tests.fakes.eri_hotplug). Those in use
+        already are passed at once."""
+        with self.lock:
+            self._eri_listeners.append(listener)
+            for eni in self.enis.values():
+                if _is_eri_in_use(eni):
+                    listener(eni)
+
+    def remove_eri_listener(self, listener: Callable[[EniRecord], None]) -> None:
+        with self.lock:
+            self._eri_listeners.remove(listener)
+
+    def _announce_eri(self, eni: EniRecord) -> None:
+        """Tell the listeners if ``eni`` is now an ERI in use on an instance."""
+        if _is_eri_in_use(eni):
+            for listener in self._eri_listeners:
+                listener(eni)
 
     def tag(self, eni_ids: Iterable[str], tags: dict[str, str]) -> None:
         """TagResources on ENIs."""
@@ -357,3 +385,7 @@ class EcsWorld:
             found = [self.eni(i) for i in eni_ids]
             for eni in found:
                 eni.tags.update(tags)
+
+
+def _is_eri_in_use(eni: EniRecord) -> bool:
+    return eni.status == "InUse" and eni.traffic_mode == HIGH_PERFORMANCE
