@@ -16,7 +16,6 @@ the netdev bring-up test.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 import httpx2 as httpx
@@ -141,11 +140,20 @@ class _Latest:
         self.value = value
         self.changed.set()
 
-    async def wait(self, timeout: float | None) -> crd.ERdmaDevice | None:
-        """The newest value once it changes, or after ``timeout`` seconds (a retry) anyway."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.changed.wait(), timeout)
+    async def wait(
+        self, timeout: float | None, also: asyncio.Event | None = None
+    ) -> crd.ERdmaDevice | None:
+        """The newest value once it changes or ``also`` is set, or after ``timeout`` seconds
+        (a retry) anyway."""
+        waits = [asyncio.ensure_future(e.wait()) for e in (self.changed, also) if e is not None]
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
         self.changed.clear()
+        if also is not None:
+            also.clear()
         return self.value
 
 
@@ -185,11 +193,14 @@ async def follow_devices(
     expose: Expose,
     jumbo_mtu: int = DEFAULT_JUMBO_MTU,
     retry: Backoff | None = None,
+    devices_appeared: asyncio.Event | None = None,
 ) -> None:
     """Keep the exposure equal to the Ready devices of ERdmaDevice ``node_name``; never returns.
 
     The watch runs beside the reconciler, so a slow netdev bring-up never stalls the watch; a
-    failed bring-up is retried at a `Backoff` pace (1 s up to 30 s) even with no new event.
+    failed bring-up is retried at a `Backoff` pace (1 s up to 30 s) even with no new event, and
+    at once when ``devices_appeared`` is set: ECS may call an ERI in use before the node's
+    kernel shows it, and the rescan that finds it should not then wait for the next retry.
     """
     latest = _Latest()
     exposure = RegularExposure(bring_up, expose, jumbo_mtu)
@@ -198,7 +209,9 @@ async def follow_devices(
         tasks.create_task(_watch_into(kube, node_name, latest, Backoff(initial=0.25, maximum=5.0)))
         pending = False
         while True:
-            dev = await latest.wait(retry.next_delay() if pending else None)
+            dev = await latest.wait(
+                retry.next_delay() if pending else None, devices_appeared if pending else None
+            )
             pending = not await exposure.apply(dev)
             if not pending:
                 retry.reset()

@@ -68,6 +68,8 @@ class Agent:
             raise ConfigError("dra.enabled needs the node name (NODE_NAME or --node-name)")
         self.config = config
         self.netns = netns
+        # set by a rescan that finds a device the one before did not (Regular mode's retry cue)
+        self.devices_appeared = asyncio.Event()
         self.events = NodeEvents(config.node_name, config.kubeconfig or None)
         self.reports = DeviceReports(self.events)
         self.registry = registry or CollectorRegistry()
@@ -289,7 +291,10 @@ class Agent:
         while True:
             await asyncio.sleep(self.config.rescan_interval)
             try:
+                before = {d.name for d in self.snapshot.devices}
                 self.snapshot = await asyncio.to_thread(self.rescan)
+                if {d.name for d in self.snapshot.devices} - before:
+                    self.devices_appeared.set()
                 if not self.snapshot.devices and not warned_no_driver:
                     log.warning(
                         "no RDMA devices yet; still watching",
@@ -334,7 +339,8 @@ class Agent:
         try:
             bring_up = metadata_bring_up(metadata, self.netns)
             await follow_devices(kube, self.config.node_name, bring_up, expose,
-                                 jumbo_mtu=self.config.jumbo_frame_mtu)  # fmt: skip
+                                 jumbo_mtu=self.config.jumbo_frame_mtu,
+                                 devices_appeared=self.devices_appeared)  # fmt: skip
         finally:
             await kube.close()
 
