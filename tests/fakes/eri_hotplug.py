@@ -44,7 +44,7 @@ class AttachedEri:
 
 @dataclass(frozen=True)
 class NodeNetwork:
-    """The instance's primary ENI as its OS sees it: MAC, address and the vSwitch's gateway."""
+    """The instance's primary ENI as its OS sees it: MAC, address, vSwitch CIDR and gateway."""
 
     mac: str
     address: str
