@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
+from erdma.agent.cdi_spec import NodeCdiSpec
 from erdma.agent.config import AgentConfig, ConfigError
 from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy, PreStartHook
 from erdma.agent.events import NodeEvents
@@ -30,7 +31,6 @@ from erdma.agent.reports import DeviceReports
 from erdma.agent.shared import SharedPlugin, check_disjoint
 from erdma.aio import Heartbeat, SupervisedTask, Supervisor, retry_until_done
 from erdma.api.names import ERDMA_RESOURCE, POD_RESOURCES_SOCKET
-from erdma.cdi import NoDevicesError, build_spec, write_spec
 from erdma.deviceplugin.lifecycle import Timing
 from erdma.deviceplugin.manager import PluginManager
 from erdma.deviceplugin.plugin import ContainerAllocation, ResourcePlugin
@@ -74,8 +74,7 @@ class Agent:
         self.reports = DeviceReports(self.events)
         self.registry = registry or CollectorRegistry()
         self.metrics = AgentMetrics(self.registry)
-        self._cdi_spec: dict[str, object] | None = None
-        self._problems: dict[str, str] = {}  # what a retried step last logged, by step
+        self.cdi_spec = NodeCdiSpec(config.cdi_spec_dir)
         self._overlap = ""
         self.exposure = self._exposure()
         self.snapshot = scan(config.host_root)
@@ -102,6 +101,7 @@ class Agent:
             prestart=self._smcr_prestart() if config.prestart_container else None,
         )
         self._pnet_devices: tuple[tuple[str, str | None], ...] | None = None
+        self._pnet_error = ""  # the host pnet failure last logged
         self._prepared = False
         self.shared = [
             SharedPlugin(
@@ -149,7 +149,7 @@ class Agent:
             plugin.update(plugins_view)
         self._publish_dra(snapshot)
         if self.config.device_list_strategy.uses_cdi:
-            self._write_cdi_spec(snapshot)
+            self.cdi_spec.update(snapshot, with_rdma_cm=self.erdma.wants_rdma_cm)
 
     def _dra_driver(self) -> DraDriver:
         """The DRA front end on the same snapshot, health rule and NCCL env as the plugins."""
@@ -173,24 +173,6 @@ class Agent:
         if self.dra is not None:
             exposed = self.erdma.policy.exposure.select(snapshot.erdma_devices)
             self.dra.publish(snapshot, exposed={d.name for d in exposed})
-
-    def _write_cdi_spec(self, snapshot: DeviceSnapshot) -> None:
-        """Keep the node's CDI spec in step with the devices, so CDI names always resolve."""
-        try:
-            spec = build_spec(snapshot, with_rdma_cm=self.erdma.wants_rdma_cm)
-        except NoDevicesError:
-            return
-        if spec != self._cdi_spec:
-            try:
-                path = write_spec(spec, self.config.cdi_spec_dir)
-            except OSError as exc:  # retried on the next rescan, logged once per error
-                where = {"dir": str(self.config.cdi_spec_dir), "error": str(exc)}
-                if self._problems.get("cdi") != str(exc):
-                    log.error("cannot write the CDI spec: CDI names will not resolve", extra=where)
-                self._problems["cdi"] = str(exc)
-                return
-            self._cdi_spec, self._problems["cdi"] = spec, ""
-            log.info("CDI spec written", extra={"path": str(path)})
 
     def _exposure(self) -> Exposure:
         """Local mode picks devices by `exposedLocalERIs` (a bad entry fails at start); Regular
@@ -241,12 +223,12 @@ class Agent:
             return
         try:
             await ensure_host_pnet(default_backend(self.runner), devices, self.config.host_root)
-            self._pnet_devices, self._problems["pnet"] = key, ""
+            self._pnet_devices, self._pnet_error = key, ""
         except (SmcUnavailable, PnetError, OSError) as exc:  # retried each rescan, logged once
-            if self._problems.get("pnet") != str(exc):
+            if self._pnet_error != str(exc):
                 log.warning("host SMC pnet table not set up: SMC-R in pods will fall back to TCP",
                             extra={"reason": str(exc)})  # fmt: skip
-            self._problems["pnet"] = str(exc)
+            self._pnet_error = str(exc)
 
     async def _prepare_node(self) -> None:
         """Load erdma in the chosen mode (retried with backoff while the driver is missing),

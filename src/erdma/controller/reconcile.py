@@ -24,7 +24,7 @@ from typing import Any
 import httpx2 as httpx
 from lightkube.core.exceptions import ApiError
 
-from erdma.aio import Backoff, both
+from erdma.aio import both
 from erdma.controller import device_report, metrics
 from erdma.controller.cloud import CloudApi, CloudError, Instance
 from erdma.controller.config import ControllerConfig
@@ -33,6 +33,7 @@ from erdma.controller.eri import CleanupResult, EnsureResult, cleanup_eris, ensu
 from erdma.controller.metrics import ControllerMetrics
 from erdma.controller.nodes import instance_id_from_provider, internal_ip, node_ready
 from erdma.controller.orphans import cleanup_for_gone_node
+from erdma.controller.streaks import Streaks
 from erdma.kube import crd
 from erdma.kube.client import KubeApi
 from erdma.kube.events import EventRecorder
@@ -362,29 +363,6 @@ class NodeReconciler:
         self._forget(name)
         log.info("removed ERdmaDevice %s", name)
         return None
-
-
-class Streaks:
-    """Per Node, how many passes in a row ended the same way, and the delay that earns: the
-    shared jittered `Backoff` from ``first`` (or ``cap``, if lower) growing by ``factor`` up to
-    ``cap``, so Nodes that failed together are not looked at again in lockstep."""
-
-    def __init__(self, first: float, cap: float, factor: float = 2.0) -> None:
-        self._backoff = Backoff(initial=min(first, cap), maximum=cap, factor=factor)
-        self._count: dict[str, int] = {}
-
-    def next(self, name: str) -> float:
-        """Count one more such pass; the delay before the Node's next pass."""
-        count = self._count.get(name, 0)
-        self._count[name] = count + 1
-        return self._backoff.delay(count)
-
-    def end(self, name: str) -> None:
-        """The streak is over: the next one starts from ``first`` again."""
-        self._count.pop(name, None)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._count
 
 
 def _is_api_outage(exc: BaseException) -> bool:
