@@ -37,8 +37,10 @@ import os
 import queue
 import shutil
 import statistics
+import sys
 import tempfile
 import time
+import traceback
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -150,7 +152,12 @@ def _hardware(machines: list[Machine], attached: Queue[AttachedEri], conn: Conne
     plugged: dict[str, tuple[float, float]] = {}
 
     def plug(eri: AttachedEri) -> None:
-        hardware[eri.instance_id].plug(eri)
+        try:
+            hardware[eri.instance_id].plug(eri)
+        except Exception:  # an executor keeps it to itself; the node would just never be Ready
+            print(f"hardware: plugging {eri} failed", file=sys.stderr)
+            traceback.print_exc()
+            raise
         if not eri.primary:
             plugged[eri.instance_id] = (eri.in_use_at, time.monotonic())
 

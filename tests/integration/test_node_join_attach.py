@@ -62,14 +62,15 @@ async def test_joining_gpu_node_gets_its_attached_eri_configured_and_exposed(
             }  # fmt: skip
             agent = Agent(build_config(environ={}, flags=settings), netns=hardware.netns)
             agent_task = asyncio.create_task(agent.run(stop))
-            await kubelet.wait_for(
-                lambda: (
-                    sorted(kubelet.latest(ERDMA) or {})
-                    == ["erdma_0/0", "erdma_0/1", "erdma_1/0", "erdma_1/1"]
-                ),
-                30,
-                "both cards exposed",
-            )
+
+            def both_cards() -> bool:
+                if reporter.done():  # a failed hot-plug says so, rather than a 30 s timeout
+                    reporter.result()
+                return sorted(kubelet.latest(ERDMA) or {}) == [
+                    "erdma_0/0", "erdma_0/1", "erdma_1/0", "erdma_1/1"
+                ]  # fmt: skip
+
+            await kubelet.wait_for(both_cards, 30, "both cards exposed")
             obj = await eventually(lambda: ready_device(k8s, node))
 
             # the host saw the converted primary and the one ERI ECS attached, nothing else
