@@ -20,9 +20,9 @@ demo: $(STAMP)
 	$(VENV)/bin/erdma sim
 	$(VENV)/bin/erdma sim --variant gpu
 
-## test: lint, type-check and run the whole suite
+## test: lint, type-check and run the whole suite (3 pytest-xdist workers; tests/conftest.py)
 test: $(STAMP) lint typecheck
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra -n 3
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench scripts
@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(PY) -m bench.bench_controller_cloud --nodes 1000
 	$(PY) -m bench.bench_node_ready --nodes 50
 	$(PY) -m bench.bench_controller_scale --nodes 5000
+	$(PY) -m bench.bench_leader --rounds 5
 
 ## chaos: the fault suite at full trial counts; rewrites the table in docs/reliability.md
 chaos: $(STAMP)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import statistics
 import tempfile
 import time
@@ -27,6 +26,7 @@ from bench.stats import pct
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
 from erdma.sim.fakehost_specs import PRIMARY, FakeNetdev, FakeRdma, HostSpec, mlx5_hca
 from erdma.sim.node import SimulatedNode
+from tests.fakes.ports import free_port
 
 ERDMA = "aliyun/erdma"
 SHARED = "rdma/hca"
@@ -55,12 +55,6 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def scrape(port: int) -> None:
@@ -137,6 +131,7 @@ async def run_reference(root: Path, rounds: int, calls: int) -> Rows:
         )
     )
     rows.append(await restarts(node, rounds))
+    rows.append(await socket_deletions(node, rounds))
     rows.append(await port_downs(node, rounds))
     await scrape(port)
     assert node.process is not None
@@ -173,6 +168,21 @@ async def restarts(node: SimulatedNode, rounds: int) -> tuple[str, str]:
         "kubelet restart -> re-registered and listed: median / max",
         f"{statistics.median(took):.0f} / {max(took):.0f} ms",
     )
+
+
+async def socket_deletions(node: SimulatedNode, rounds: int) -> tuple[str, str]:
+    """The agent's own socket deleted under it; until served again and registered anew."""
+    took = [await socket_deletion(node) for _ in range(rounds)]
+    return (
+        "plugin socket deleted -> served again and re-registered: median / max",
+        f"{statistics.median(took):.0f} / {max(took):.0f} ms",
+    )
+
+
+async def socket_deletion(node: SimulatedNode) -> float:
+    registrations = len(node.kubelet.registrations)
+    socket = Path(node.kubelet.endpoint(ERDMA).path)
+    return await timed(socket.unlink, node, lambda: len(node.kubelet.registrations) > registrations)
 
 
 async def port_downs(node: SimulatedNode, rounds: int) -> tuple[str, str]:

@@ -54,7 +54,8 @@ from erdma.controller.ratelimit import ThrottlePolicy
 from erdma.kube import crd
 from erdma.kube.client import ERdmaDeviceResource
 from tests.fakes.ecs.client import GPU_TWO_CARDS, cloud_for
-from tests.fakes.kubeapi import KubeApiServer, free_port, install_crd
+from tests.fakes.kubeapi import KubeApiServer, install_crd
+from tests.fakes.ports import free_port
 from tests.integration.controller_support import set_ready
 from tests.integration.proxy_support import proxied_kubeconfig
 

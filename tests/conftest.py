@@ -9,6 +9,41 @@ test can then join a poller thread that waits for a loop that is gone, and the r
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
 from grpc.experimental.aio import init_grpc_aio
 
 init_grpc_aio()
+
+#: test modules beside test_engine_*.py that use the machine's one containerd
+MACHINE_WIDE = {"test_dra_claim_flow.py"}
+
+
+def xdist_scope(nodeid: str) -> str:
+    """Which pytest-xdist worker unit a test belongs to (``make test`` runs 3 workers).
+
+    A module's tests stay together, so module-scoped servers start once. The tests of the
+    container engines (one CDI directory and one containerd for the machine) and of the real
+    kubelet (one node) each form one unit: they use machine-wide state, serialised anyway.
+    """
+    module = nodeid.split("::", 1)[0]
+    path = Path(module)
+    if path.parts[:2] == ("tests", "e2e"):
+        return "e2e"
+    if path.name.startswith("test_engine_") or path.name in MACHINE_WIDE:
+        return "engines"
+    return module
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Schedule by `xdist_scope`. (xdist's own ``--dist loadgroup`` marks a test's group by
+    rewriting ``item._nodeid``, which pytest 9 no longer reads, so it groups nothing.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByScope(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ByScope(config, log)

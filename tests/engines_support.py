@@ -31,6 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 KIT_DIR = Path(os.environ.get("ENGINE_KIT", REPO.parent / "shared/tools/container-engines"))
 IMAGE = "docker.io/local/busybox:e"
+KIT_SPEC = "aliyun.com-erdma.yaml"  # the spec container-engines' setup.sh writes
 ENGINES = ("podman", "docker", "containerd")
 #: what busybox prints for a failed open(), by errno name
 ERRNO = {
@@ -171,24 +172,39 @@ def require(*engines: str) -> Kit:
 def own_cdi_dir(kit: Kit) -> Iterator[Path]:
     """The CDI directory dockerd and containerd read, to this test alone for a while.
 
-    Our spec has the kit's file name (aliyun.com-erdma.yaml) and kind: two files defining the
-    same devices would make both unresolvable. So the kit's own spec is set aside and put back
-    afterwards, under a lock that every engine test process takes.
+    Two spec files defining our kind (the kit's aliyun.com-erdma.yaml beside a test's .json, or
+    a spec a killed run left under any name) make every ``aliyun.com/erdma`` device
+    unresolvable. So every spec of our kind is taken out on entry, under a lock that every engine
+    test process takes; on exit whatever the test wrote is removed and only the kit's own spec
+    is put back: nothing depends on what another run left there.
     """
     with open(kit.state / ".erdma-engine-tests.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        ours = ("aliyun.com-erdma.*", ".aliyun.com-erdma.*")
-        saved = {p.name: p.read_bytes() for p in kit.cdi_dir.glob(ours[0])}
+        saved = {}
+        for path in _our_specs(kit.cdi_dir):
+            if path.name == KIT_SPEC:
+                saved[path.name] = path.read_bytes()
+            path.unlink()
         try:
             yield kit.cdi_dir
         finally:
-            for pattern in ours:
-                for path in kit.cdi_dir.glob(pattern):
-                    path.unlink(missing_ok=True)
+            for path in [*_our_specs(kit.cdi_dir), *kit.cdi_dir.glob(".aliyun.com-erdma.*")]:
+                path.unlink(missing_ok=True)
             for name, data in saved.items():
                 tmp = kit.cdi_dir / f".restore-{name}.tmp"
                 tmp.write_bytes(data)
                 os.replace(tmp, kit.cdi_dir / name)
+
+
+def _our_specs(cdi_dir: Path) -> list[Path]:
+    """The spec files in ``cdi_dir`` that define devices of our kind, whatever their name."""
+    from erdma.cdi import CLASS, VENDOR  # here: this file also runs as a script of the kit's venv
+
+    return [
+        path
+        for path in sorted(cdi_dir.iterdir())
+        if path.suffix in (".yaml", ".json") and f"{VENDOR}/{CLASS}" in path.read_text()
+    ]
 
 
 # -- what a container saw ---------------------------------------------------------------

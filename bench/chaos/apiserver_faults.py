@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import ssl
 import sys
 import tempfile
@@ -31,17 +30,12 @@ from bench.chaos.framework import Trials, scenario, stopwatch
 from tests.fakes.ecs import DEFAULT_ACCESS_KEY_ID, DEFAULT_ACCESS_KEY_SECRET, EcsEmulator
 from tests.fakes.ecs.client import GENERAL_ERI, standard_world
 from tests.fakes.kubeapi import KubeApiServer, install_crd
+from tests.fakes.ports import free_port
 from tests.integration.controller_support import FAST, add_node, eventually, ready_device
 from tests.integration.proxy_support import CuttableProxy, proxied_kubeconfig
 
 LEASE_SECONDS = 5.0  # renewDeadline 3.3 s: every outage below outlasts it, so leadership moves
 WEBHOOK_PATHS = ("/validate-rdma-hca", "/mutate-pods-smcr")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def review() -> dict[str, Any]:

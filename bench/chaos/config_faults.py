@@ -28,6 +28,7 @@ from bench.chaos.config_cases import CASES, SAMPLE, ConfigCase
 from bench.chaos.framework import Trials, scenario
 from bench.chaos.kubelet_faults import problem_lines
 from bench.chaos.sysfs_cases import without_dac_override
+from tests.fakes.ports import free_port
 
 TIME_BOUND = 15.0  # seconds from exec to exit: a Python start on a busy two-core machine
 LONGEST_LINE = 1000
@@ -129,12 +130,6 @@ async def config_cases(trials: Trials) -> None:
     for case in chosen:
         why, took = await run_case(case)
         trials.check(why is None, f"{case.name}: {why}", took)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def metrics_served(port: int, timeout: float) -> float | None:

@@ -1,10 +1,11 @@
 """A real Kubernetes API server (kube-testserver on etcd) for tests and ``erdma sim``.
 
 The server and its start script live in ``shared/tools/kube-testserver`` next to the repository
-(override with ``ERDMA_SHARED_DIR``). Each ``KubeApiServer.start()`` runs that script on free
-loopback ports with its own state directory, so several servers can run side by side and every
-one begins with an empty etcd. ``KubeApiUnavailable`` says exactly what is missing (etcd, the
-binary, the script) so that a test can skip with that reason rather than fail obscurely.
+(override with ``ERDMA_SHARED_DIR``). Each ``KubeApiServer.start()`` runs that script on
+loopback ports reserved by ``tests.fakes.ports`` with its own state directory, so several servers
+can run side by side and every one begins with an empty etcd. ``KubeApiUnavailable`` says
+exactly what is missing (etcd, the binary, the script) so that a test can skip with that reason
+rather than fail obscurely.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from tests.fakes.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_MANIFEST = REPO_ROOT / "deploy" / "crds" / "erdmadevices.network.alibabacloud.com.yaml"
@@ -38,23 +40,6 @@ def shared_dir() -> Path:
 
 def start_script() -> Path:
     return shared_dir() / "tools" / "kube-testserver" / "start.sh"
-
-
-def free_port(pair: bool = False) -> int:
-    """A loopback port that is free now (and, with ``pair``, so is the next one, for etcd)."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if not pair:
-            return port
-        with socket.socket() as s2:
-            try:
-                s2.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise KubeApiUnavailable("no free loopback port pair for etcd")
 
 
 def _cache_dir() -> str:

@@ -78,5 +78,5 @@ def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
     return registry.get_sample_value(name, labels) or 0.0
 
 
-async def until_listed(kubelet: FakeKubelet, expected: dict[str, str], timeout: float = 5.0):
+async def until_listed(kubelet: FakeKubelet, expected: dict[str, str], timeout: float = 30.0):
     await kubelet.wait_for(lambda: kubelet.latest(TOY) == expected, timeout, f"list {expected}")

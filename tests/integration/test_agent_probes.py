@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -18,12 +17,7 @@ from erdma.sim import fakehost
 from erdma.sim.fakecmds import KmodCommands
 from erdma.sim.kubelet import FakeKubelet
 from erdma.sim.node import SimulatedNode
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.fakes.ports import free_port
 
 
 def get(port: int, path: str) -> tuple[int, str]:

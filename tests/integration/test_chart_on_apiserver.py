@@ -32,7 +32,8 @@ from erdma.controller.config import parse_config
 from erdma.controller.main import run_controller
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import cloud_for, standard_world
-from tests.fakes.kubeapi import KubeApiServer, KubeApiUnavailable, free_port
+from tests.fakes.kubeapi import KubeApiServer, KubeApiUnavailable
+from tests.fakes.ports import free_port
 from tests.helm_support import ACCESS_KEY, Rendered, merge, render
 from tests.integration import kubectl_support as kc
 from tests.integration import reference_chart as ref

@@ -151,20 +151,17 @@ async def test_the_jumbo_frame_is_read_once_per_bring_up_and_again_at_reverify(k
 
 
 async def test_an_attaching_eri_is_rechecked_soon_then_less_often(kube_api, k8s):
-    """With the production `pendingRequeueSeconds` (10), an ERI that attaches in 2 s is Ready
-    after the rechecks 0.25-0.5, 0.4-0.75, 0.6-1.1 and 0.8-1.7 s apart (2.0-4.1 s after the
-    attaching pass), not at the first 10 s recheck; and the Node is not polled every quarter
-    second meanwhile: 4-5 look-ups in all."""
+    """An ERI that attaches in 2 s is Ready through the attach rechecks (0.25-0.5 s after the
+    attaching pass, each further one 1.5 times as late), not through `pendingRequeueSeconds`:
+    with that set to an hour, the Node is Ready at all only if the short rechecks ran. And the
+    Node is not polled every quarter second meanwhile: at most 5 look-ups in all (a loaded
+    machine makes fewer, never more). The intervals themselves are tested in test_streaks.py."""
     with EcsEmulator(standard_world(transition_delay=2.0)).in_thread() as emu:
         inst = emu.world.add_instance(GPU_TWO_CARDS.name)
         async with running_controller(
-            kube_api.kubeconfig, cloud_for(emu), pendingRequeueSeconds=10.0
+            kube_api.kubeconfig, cloud_for(emu), pendingRequeueSeconds=3600.0
         ):
-            started = asyncio.get_running_loop().time()
             name = await add_node(k8s, inst)
-            await eventually(lambda: ready_device(k8s, name), timeout=9.0)
-            took = asyncio.get_running_loop().time() - started
+            await eventually(lambda: ready_device(k8s, name), timeout=60.0)
         looks = emu.faults.calls["DescribeInstances"]
-        print("CALLS", dict(emu.faults.calls), took)
-    assert took < 8.0, f"Ready after {took:.1f} s: the first recheck came late"
-    assert 4 <= looks <= 5, f"{looks} look-ups: create + attach, two or three attaching, Ready"
+    assert 2 <= looks <= 5, f"{looks} look-ups: create + attach, up to three attaching, Ready"

@@ -8,7 +8,6 @@ stops.
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 
 import aiohttp
@@ -18,6 +17,7 @@ from erdma.controller.config import parse_config
 from erdma.controller.main import run_controller
 from erdma.kube.leader import LeaderElector
 from tests.fakes.ecs.client import GENERAL_ERI, cloud_for
+from tests.fakes.ports import free_port
 from tests.integration.controller_support import FAST, add_node, eventually, ready_device
 
 pytest_plugins = ["tests.integration.conftest_kubeapi", "tests.integration.conftest_controller"]
@@ -58,18 +58,12 @@ async def test_standby_takes_over_when_leader_stops_renewing(kube_api):
         standby = asyncio.create_task(b.run(b_work))
         await asyncio.sleep(1.0)
         assert not b_started.is_set()
-        await asyncio.wait_for(b_started.wait(), timeout=5)
+        await asyncio.wait_for(b_started.wait(), timeout=60)
         standby.cancel()
         await asyncio.gather(standby, return_exceptions=True)
     finally:
         await a_client.close()
         await b_client.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def health(port: int) -> dict:
@@ -104,11 +98,11 @@ async def test_two_replicas_one_leader_and_failover(kube_api, emu, k8s):
         leader = states.index(True)
 
         replicas[leader].cancel()
-        await asyncio.wait({replicas[leader]}, timeout=15)
+        await asyncio.wait({replicas[leader]}, timeout=60)
         second = await add_node(k8s, emu.world.add_instance(GENERAL_ERI.name))
         await eventually(lambda: ready_device(k8s, second))
         assert (await health(ports[1 - leader]))["leader"] is True
     finally:
         for task in replicas:
             task.cancel()
-        await asyncio.wait(replicas, timeout=15)
+        await asyncio.wait(replicas, timeout=60)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -21,18 +20,13 @@ from erdma.controller.config import parse_config
 from erdma.controller.main import run_controller
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, cloud_for
+from tests.fakes.ports import free_port
 from tests.integration.controller_rig import delete_node, kill
 from tests.integration.controller_support import FAST, add_node, eventually, ready_device
 
 pytest_plugins = ["tests.integration.conftest_kubeapi", "tests.integration.conftest_controller"]
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Scraper:

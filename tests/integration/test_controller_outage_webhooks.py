@@ -8,7 +8,6 @@ the controller loses its lease the operator stops; whatever it stops must be its
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 import uuid
 from pathlib import Path
@@ -21,16 +20,11 @@ from erdma.controller.config import parse_config
 from erdma.controller.main import run_controller
 from tests.fakes.ecs.client import cloud_for
 from tests.fakes.kubeapi import KubeApiServer
+from tests.fakes.ports import free_port
 from tests.integration.controller_support import FAST, eventually
 from tests.integration.proxy_support import CuttableProxy, proxied_kubeconfig
 
 pytest_plugins = ["tests.integration.conftest_kubeapi", "tests.integration.conftest_controller"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def test_keepalive_connections_survive_a_leadership_loss(
@@ -72,7 +66,7 @@ async def test_keepalive_connections_survive_a_leadership_loss(
             await eventually(leader, timeout=30)
             assert await mutated()  # opens the keep-alive connections, while leading
             await proxy.cut()
-            await eventually(lambda: _standing_by(leader), timeout=10)
+            await eventually(lambda: _standing_by(leader), timeout=60)
             assert await mutated(), "the webhook connection was cut with the operator"
             assert await leader() is False, "the probe connection was cut with the operator"
             assert not replica.done()
@@ -81,12 +75,12 @@ async def test_keepalive_connections_survive_a_leadership_loss(
                 async with session.get(f"http://127.0.0.1:{health_port}/readyz") as resp:
                     return resp.status
 
-            await eventually(lambda: _is(ready, 503), timeout=10)  # cut off past a lease
+            await eventually(lambda: _is(ready, 503), timeout=60)  # cut off past a lease
             await proxy.start()
-            await eventually(lambda: _is(ready, 200), timeout=10)
+            await eventually(lambda: _is(ready, 200), timeout=60)
     finally:
         replica.cancel()
-        await asyncio.wait({replica}, timeout=15)
+        await asyncio.wait({replica}, timeout=60)
         await proxy.close()
 
 

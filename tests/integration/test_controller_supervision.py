@@ -21,18 +21,13 @@ from erdma.controller import webhooks
 from erdma.controller.config import ControllerConfig, parse_config
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import cloud_for, standard_world
+from tests.fakes.ports import free_port
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
 
 
 class InjectedFailure(RuntimeError):
     """What the test throws into a task."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def failing_once(real: Callable[..., Any], what: str) -> Callable[..., Any]:

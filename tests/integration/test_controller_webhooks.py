@@ -4,7 +4,6 @@ the hostNetwork rule and the SMC-R injector answering real AdmissionReview reque
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 from pathlib import Path
 from typing import Any
@@ -17,14 +16,9 @@ from erdma.controller.config import parse_config
 from erdma.controller.main import run_controller
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import cloud_for, standard_world
+from tests.fakes.ports import free_port
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _review(spec: dict[str, Any], annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -48,7 +42,7 @@ async def _post(port: int, ca: Path, path: str, body: dict[str, Any]) -> dict[st
 
 
 async def test_controller_serves_both_webhooks_with_its_own_certificates(kube_api, tmp_path):
-    port = _free_port()
+    port = free_port()
     config = parse_config({
         "region": "cn-hangzhou", "healthPort": 0, "enableWebhook": True,
         "webhookPort": port, "certDir": str(tmp_path), "controllerNamespace": "default",
@@ -89,4 +83,4 @@ async def test_controller_serves_both_webhooks_with_its_own_certificates(kube_ap
             await client.close()
         finally:
             task.cancel()
-            await asyncio.wait({task}, timeout=15)
+            await asyncio.wait({task}, timeout=60)

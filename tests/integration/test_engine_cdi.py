@@ -18,7 +18,16 @@ import pytest
 from erdma import cdi
 from erdma.host.devices import scan
 from erdma.sim import fakehost
-from tests.engines_support import IMAGE, Kit, Probe, cri_run, own_cdi_dir, probe_script, require
+from tests.engines_support import (
+    IMAGE,
+    KIT_SPEC,
+    Kit,
+    Probe,
+    cri_run,
+    own_cdi_dir,
+    probe_script,
+    require,
+)
 
 pytestmark = pytest.mark.root
 UVERBS0, UVERBS1 = "/dev/infiniband/uverbs0", "/dev/infiniband/uverbs1"
@@ -108,6 +117,23 @@ def test_dockerd_injects_a_device_and_all(tmp_path: Path):
     assert one.opens[one.made(231, 192)] == "EPERM"
     assert every.infiniband() == {UVERBS0: (231, 192), UVERBS1: (231, 193), RDMA_CM: (10, 58)}
     assert every.env["SMCR_PNET"] == PNET0  # `all` carries the first device's
+
+
+def test_a_spec_another_run_left_behind_does_not_break_the_next(tmp_path: Path):
+    """A run killed mid-test left a second spec of our kind (a JSON twin under another name):
+    with it beside ours every aliyun.com/erdma device is unresolvable. The next test still
+    gets its device, and afterwards only the kit's own spec is there."""
+    kit = require("docker")
+    fakehost.build(tmp_path / "host", "default")
+    _generate(kit, tmp_path / "host", tmp_path / "left", "--format", "json")
+    (leftover,) = (tmp_path / "left").glob("*.json")
+    (kit.cdi_dir / "erdma-left-by-a-killed-run.json").write_bytes(leftover.read_bytes())
+    with own_cdi_dir(kit) as spec_dir:
+        _generate(kit, tmp_path / "host", spec_dir)
+        one = _until_resolved(lambda: _docker(kit, "aliyun.com/erdma=erdma_1", probe_script()))
+    assert one.infiniband() == {UVERBS1: (231, 193), RDMA_CM: (10, 58)}, one.raw
+    ours = sorted(p.name for p in kit.cdi_dir.iterdir() if "erdma" in p.name)
+    assert ours == [KIT_SPEC], ours
 
 
 def test_containerd_cri_injects_by_cdi_devices_and_by_annotation(tmp_path: Path):

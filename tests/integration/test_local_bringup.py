@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +39,7 @@ from tests.integration.netns_support import (
     path,
     routes_via,
 )
+from tests.waiting import until
 
 pytest_plugins = ["tests.integration.conftest_netns"]
 
@@ -96,17 +97,9 @@ class Node:
         finally:
             task.cancel()
 
-    async def wait_exposed(self, macs: set[str], timeout: float = 10.0) -> None:
+    async def wait_exposed(self, macs: set[str], timeout: float = 60.0) -> None:
         await until(lambda: bool(self.exposed) and self.exposed[-1] == macs, timeout,
                     f"exposed {sorted(macs)}; saw {self.exposed}")  # fmt: skip
-
-
-async def until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for: {what}")
 
 
 def host_spec(primary_mac: str, eri_mac: str) -> HostSpec:

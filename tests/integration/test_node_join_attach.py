@@ -89,6 +89,6 @@ async def test_joining_gpu_node_gets_its_attached_eri_configured_and_exposed(
         finally:
             stop.set()
             reporter.cancel()
-            await asyncio.wait({reporter} | ({agent_task} if agent_task else set()), timeout=15)
+            await asyncio.wait({reporter} | ({agent_task} if agent_task else set()), timeout=60)
             await kubelet.stop()
             hardware.remove()

@@ -25,7 +25,8 @@ from erdma.sim.node import SimulatedNode
 from erdma.tools.finalizers import drop_all
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GPU_TWO_CARDS, cloud_for, standard_world
-from tests.fakes.kubeapi import KubeApiServer, KubeApiUnavailable, free_port
+from tests.fakes.kubeapi import KubeApiServer, KubeApiUnavailable
+from tests.fakes.ports import free_port
 from tests.helm_support import ACCESS_KEY, Rendered, merge, render
 from tests.integration import kubectl_support as kc
 from tests.integration.controller_rig import delete_node, object_gone

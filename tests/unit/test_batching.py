@@ -1,4 +1,9 @@
-"""Look-ups coalesced into one request, and how a batch shares the account's rate limit."""
+"""Look-ups coalesced into one request, and how a batch shares the account's rate limit.
+
+The rate-limit tests run on looptime's fake loop clock (``pytest.mark.looptime``): sleeps and
+timers advance it exactly, so when a request left is a fact of the schedule, not of the
+machine's load. The buckets use the loop's clock for the same reason.
+"""
 
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ async def test_concurrent_lookups_share_one_request_and_each_gets_its_own_item()
     assert backend.batches == [["a", "b", "missing"]]
 
 
+@pytest.mark.looptime
 async def test_a_full_batch_goes_out_at_once():
     backend = Backend()
     lookups = Coalescer(backend.fetch, window=10.0, max_batch=2)
@@ -42,11 +48,16 @@ async def test_a_full_batch_goes_out_at_once():
     assert got == ["A", "B"] and backend.batches == [["a", "b"]]
 
 
+def _bucket(rate: float, burst: float) -> TokenBucket:
+    return TokenBucket(rate, burst=burst, clock=asyncio.get_running_loop().time)
+
+
+@pytest.mark.looptime
 async def test_a_backlogged_bucket_keeps_the_batch_open_until_its_slot_comes():
     """At 10 calls/s with 3 calls queued ahead, the next request can leave only 0.3 s from
     now: every look-up asked for before then joins it, and it spends the slot it booked
     rather than queueing again behind the calls booked since."""
-    bucket = TokenBucket(10, burst=1)
+    bucket = _bucket(10, burst=1)
     backend = Backend(bucket)
     lookups = Coalescer(backend.fetch, window=0.01, max_batch=100, bucket=bucket)
     for _ in range(4):  # the burst token, then 3 calls queued ahead (0.1 s apart)
@@ -65,23 +76,25 @@ async def test_a_backlogged_bucket_keeps_the_batch_open_until_its_slot_comes():
 
     assert got == ["A", "B", "C"]
     assert backend.batches == [["a", "b", "c"]]
-    assert backend.sent_at[0] - began == pytest.approx(0.4, abs=0.05)  # its own slot
-    # a second batch books the next free slot: after the other caller's
+    # its own slot (0.4 s), then a second batch books the next free slot: after the other
+    # caller's (0.6 s)
     assert await lookups.get("d") == "D"
-    assert backend.sent_at[1] - began == pytest.approx(0.6, abs=0.05)
+    assert [round(at - began, 6) for at in backend.sent_at] == [0.4, 0.6]
 
 
+@pytest.mark.looptime
 async def test_an_idle_bucket_keeps_the_plain_window():
-    bucket = TokenBucket(10, burst=5)
+    bucket = _bucket(10, burst=5)
     backend = Backend(bucket)
     lookups = Coalescer(backend.fetch, window=0.05, max_batch=100, bucket=bucket)
     began = asyncio.get_running_loop().time()
     assert await lookups.get("a") == "A"
-    assert backend.sent_at[0] - began == pytest.approx(0.05, abs=0.03)
+    assert [round(at - began, 6) for at in backend.sent_at] == [0.05]
 
 
+@pytest.mark.looptime
 async def test_a_failed_fetch_fails_every_caller_and_the_next_batch_still_pays():
-    bucket = TokenBucket(10, burst=1)
+    bucket = _bucket(10, burst=1)
     calls = []
 
     async def failing(keys: list[str]) -> dict[str, str]:
@@ -92,8 +105,9 @@ async def test_a_failed_fetch_fails_every_caller_and_the_next_batch_still_pays()
     lookups = Coalescer(failing, window=0.01, max_batch=100, bucket=bucket)
     got = await asyncio.gather(lookups.get("a"), lookups.get("b"), return_exceptions=True)
     assert [str(e) for e in got] == ["ServiceUnavailable", "ServiceUnavailable"]
-    # outside a batch, acquire takes a token of its own: the booked one was used exactly once
-    assert bucket.reserve() == pytest.approx(0.1, abs=0.02)
+    # outside a batch, acquire takes a token of its own: the booked one was used exactly once,
+    # so the next token is one interval (0.1 s) after it, less the 0.01 s window since
+    assert round(bucket.reserve(), 6) == 0.09
 
 
 def test_bad_batch_settings_are_named():

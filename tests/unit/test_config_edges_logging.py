@@ -19,6 +19,7 @@ from erdma.agent.config import AgentConfig, build_config
 from erdma.agent.main import _serve
 from erdma.logs import JsonFormatter
 from tests.integration.test_agent_supervision import ERDMA, start_agent
+from tests.waiting import until
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
 
@@ -96,16 +97,20 @@ async def test_metrics_port_in_use_is_logged_and_retried(kube_api, short_root, c
     agent, kubelet = await start_agent(kube_api, short_root, metrics_port=port)
     stop = asyncio.Event()
     running = asyncio.create_task(agent.run(stop))
+
+    def warnings() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "metrics port" in r.getMessage()]
+
     try:
-        await kubelet.wait_for(lambda: kubelet.registered(ERDMA), 10, "aliyun/erdma registered")
-        warning = next(r for r in caplog.records if "metrics port" in r.getMessage())
+        # the device plugins serve while the metrics port is busy
+        await kubelet.wait_for(lambda: kubelet.registered(ERDMA), 60, "aliyun/erdma registered")
+        await until(lambda: bool(warnings()), 60, "the busy port logged")
+        (warning,) = warnings()
         assert warning.levelno == logging.WARNING and str(port) in warning.getMessage()
         assert warning.exc_info is None  # one clear line, no traceback
         assert not running.done()
         busy.close()  # the port frees up: the background retry serves metrics
-        await kubelet.wait_for(
-            lambda: _answers(port, "/metrics"), 15, "metrics served after the port was freed"
-        )
+        await until(lambda: _answers(port, "/metrics"), 120, "metrics served once the port is free")
         assert not running.done()
     finally:
         busy.close()

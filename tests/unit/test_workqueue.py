@@ -13,7 +13,7 @@ async def drain(queue: WorkQueue, count: int) -> list[str]:
     """The next ``count`` keys in the order ``get`` hands them out, each released at once."""
     keys = []
     for _ in range(count):
-        key = await asyncio.wait_for(queue.get(), 2)
+        key = await asyncio.wait_for(queue.get(), 30)
         queue.done(key)
         keys.append(key)
     return keys

@@ -93,7 +93,11 @@ class LeaderElector:
         self.duration = duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
+        #: True while this replica's work runs: set when it starts, cleared only once a lost
+        #: leadership's work has been cancelled and awaited, so whoever reads it (``/healthz``,
+        #: a test) never sees "not leader" while the work still runs.
         self.is_leader = False
+        self._holds = False  # the Lease is ours as far as the last attempt knows
         self.last_renew = 0.0  # monotonic start of the last successful acquire/renew
         #: monotonic time the API server last answered an attempt (held or not): readiness
         self.last_answer = time.monotonic()
@@ -110,8 +114,8 @@ class LeaderElector:
         """One attempt to take or renew the lease; True when we hold it afterwards.
 
         Raises what the API raises, except 404 on read (the Lease is created) and 409 on write
-        (someone else wrote first: False). Does not clear ``is_leader`` on an error: whether an
-        error ends leadership depends on the renew deadline, which ``run`` tracks.
+        (someone else wrote first: False). An error does not end holding the lease: whether it
+        ends leadership depends on the renew deadline, which ``run`` tracks.
         """
         started, now = time.monotonic(), _wall_now()
         seconds = math.ceil(self.duration)
@@ -135,7 +139,7 @@ class LeaderElector:
         if holder and holder != self.identity:
             held_for = spec.leaseDurationSeconds or seconds
             if time.monotonic() < self._observed_at + held_for:
-                self.is_leader = False
+                self._holds = False
                 return False
         if holder != self.identity:
             spec.acquireTime = now
@@ -154,15 +158,15 @@ class LeaderElector:
                 return False
             raise
         self._observe(written.spec or LeaseSpec())
-        self.is_leader = True
+        self._holds = True
         self.last_renew = started
         return True
 
     async def release(self) -> None:
         """Give the lease up so a standby takes over at once; best effort, bounded in time."""
-        if not self.is_leader:
+        if not self._holds:
             return
-        self.is_leader = False
+        self._holds = False
         try:
             async with asyncio.timeout(self.renew_deadline):
                 lease = await self.client.get(Lease, self.name, namespace=self.namespace)
@@ -186,12 +190,14 @@ class LeaderElector:
                 while not await self._attempt(self.renew_deadline):
                     await asyncio.sleep(self.retry_period)
                 task = asyncio.create_task(work())
+                self.is_leader = True
                 try:
                     lost = await self._hold(task)
                 finally:
                     if not task.done():
                         task.cancel()
                         await asyncio.gather(task, return_exceptions=True)
+                    self.is_leader = False
                 if not lost:
                     task.result()
                     return
@@ -214,14 +220,14 @@ class LeaderElector:
                 return ""
             left = deadline - time.monotonic()
             if left <= 0:
-                self.is_leader = False
+                self._holds = False
                 return f"not renewed for {self.renew_deadline:.3g}s"
-            if not await self._attempt(left) and not self.is_leader:
+            if not await self._attempt(left) and not self._holds:
                 return "held by another replica"
 
     async def _attempt(self, timeout: float) -> bool:
         """``try_acquire`` within ``timeout``; an API error is logged (once per kind) as False."""
-        was_leader = self.is_leader
+        was_leader = self._holds
         try:
             async with asyncio.timeout(timeout):
                 ok = await self.try_acquire()

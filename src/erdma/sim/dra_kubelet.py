@@ -129,7 +129,7 @@ class FakeDraKubelet(AsyncService):
         offered = list(info.supported_versions)
         return f"none of the services {offered} is known to this kubelet ({wanted})", ""
 
-    async def wait_registered(self, driver: str, timeout: float = 10.0) -> DraPlugin:
+    async def wait_registered(self, driver: str, timeout: float = 30.0) -> DraPlugin:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while driver not in self.plugins:

@@ -170,16 +170,17 @@ class FakeKubelet(AsyncService):
         woken.set()
 
     async def wait_for(
-        self, predicate: Callable[[], bool], timeout: float = 5.0, what: str = ""
+        self, predicate: Callable[[], bool], timeout: float = 30.0, what: str = ""
     ) -> None:
-        """Wait until `predicate()` holds (checked on every kubelet-side change)."""
+        """Wait until `predicate()` holds: checked on every kubelet-side change, and every
+        0.1 s besides, for predicates on what the kubelet does not see (a log line, a port)."""
         deadline = time.monotonic() + timeout
         while not predicate():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"fake kubelet: not reached within {timeout}s: {what}")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._tick.wait(), remaining)
+                await asyncio.wait_for(self._tick.wait(), min(remaining, 0.1))
 
     def endpoint(self, resource_name: str) -> PluginEndpoint:
         try:

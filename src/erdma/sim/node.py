@@ -74,7 +74,7 @@ class SimulatedNode(AsyncService):
             code = self.process.returncode
         return code
 
-    async def wait_registered(self, resource: str, timeout: float = 10.0) -> None:
+    async def wait_registered(self, resource: str, timeout: float = 30.0) -> None:
         await self.kubelet.wait_for(
             lambda: self.kubelet.latest(resource) is not None,
             timeout,
