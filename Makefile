@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck generate stubs bench chaos image venv clean
+.PHONY: demo test e2e lint typecheck generate stubs bench chaos image venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(STAMP)
 ## test: lint, type-check and run the whole suite (3 pytest-xdist workers; tests/conftest.py)
 test: $(STAMP) lint typecheck
 	$(PY) -m pytest -q -ra -n 3
+
+## e2e: only tests/e2e: the real agent against a real kubelet, containerd and API server (root)
+e2e: $(STAMP)
+	$(PY) -m pytest tests/e2e -q -ra
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench scripts

@@ -1,0 +1,87 @@
+"""A test's view of the node: agents on fixture hosts and pods on the real kubelet."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.agent_support import AGENT, Agent
+from tests.e2e.kubelet_support import Api, KubeletNode, node_resource, wait_for
+from tests.e2e.pods_support import PODS, Seen, run_pod
+
+SERVED = ("aliyun/erdma", "rdma/hca")
+
+
+class Node:
+    """What a test drives: agents on fixture hosts and pods on the real kubelet; cleans up."""
+
+    def __init__(self, api: Api, kubelet: KubeletNode, root: Path) -> None:
+        self.api = api
+        self.kubelet = kubelet
+        self.root = root
+        self.agents: list[Agent] = []
+        self.pods: list[str] = []
+
+    def agent(
+        self,
+        variant: str = "default",
+        values: Mapping[str, Any] | None = None,
+        extra_args: tuple[str, ...] = (),
+        start: bool = True,
+        daemonset: str = AGENT,
+    ) -> Agent:
+        """A new agent on a new fixture host (whose device nodes the session made on the host)."""
+        agent = Agent(
+            self.kubelet,
+            self.root / f"agent{len(self.agents)}",
+            variant,
+            values,
+            extra_args,
+            daemonset,
+        )
+        self.agents.append(agent)
+        missing = [p for p in agent.device_numbers() if not Path(p).exists()]
+        assert not missing, f"{missing} not on the host: add {variant!r} to VARIANTS_USED"
+        if start:
+            agent.start()
+        return agent
+
+    def wait_allocatable(self, resource: str, count: int) -> None:
+        """Until the kubelet writes ``count`` as capacity and allocatable of ``resource``."""
+        wait_for(
+            lambda: node_resource(self.api, self.kubelet.node, resource) == (count, count),
+            f"{resource} {count} in the Node's capacity and allocatable",
+        )
+
+    def run(self, manifest: Mapping[str, Any]) -> tuple[dict[str, Any], Seen]:
+        """Create a pod (deleted at the end of the test) and wait for its container's report."""
+        self.pods.append(manifest["metadata"]["name"])
+        return run_pod(self.api, self.kubelet, manifest)
+
+    def create(self, manifest: Mapping[str, Any]) -> None:
+        """Create a pod that is not expected to run (deleted at the end of the test)."""
+        self.pods.append(manifest["metadata"]["name"])
+        self.api.create(PODS, manifest)
+
+    def close(self) -> None:
+        """Pods first (their devices go back to the kubelet), then the agents."""
+        for name in self.pods:
+            self.api.delete(f"{PODS}/{name}")
+        for agent in self.agents:
+            agent.stop()
+        # the kubelet keeps a stopped plugin's capacity (grace period) with allocatable 0; wait
+        # for that, so the next test's "allocatable is full" means its own agent registered
+        for resource in SERVED:
+            if node_resource(self.api, self.kubelet.node, resource):
+                wait_for(
+                    functools.partial(_drained, self.api, self.kubelet.node, resource),
+                    f"{resource} allocatable 0 after the agent stopped",
+                )
+
+
+def _drained(api: Api, node: str, resource: str) -> bool:
+    """No healthy devices of ``resource`` left in the Node's allocatable (or no resource)."""
+    found = node_resource(api, node, resource)
+    return found is None or found[1] == 0
