@@ -179,6 +179,7 @@ class KubeletNode:
             check=False,
         )
         self.stop_kubelet()
+        end_leftover_shims(self.state / "engines")
 
     @staticmethod
     def reset(state: Path) -> None:
@@ -252,6 +253,25 @@ def quantity(text: str) -> int:
     if text and text[-1] in factors:
         return int(text[:-1]) * factors[text[-1]]
     return int(text)
+
+
+def end_leftover_shims(engines: Path) -> None:
+    """SIGKILL the containerd shims of ``engines`` that outlive its containerd.
+
+    stop.sh stops the pods and containerd, but a shim whose container already exited can stay
+    behind, re-parented to init, one per pod; a suite run every few minutes would pile them up.
+    """
+    prefix = str(engines) + "/"
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            exe = os.readlink(proc / "exe")
+        except OSError:
+            continue
+        if exe.startswith(prefix) and exe.endswith("/containerd-shim-runc-v2"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGKILL)
 
 
 def start_tool(script: Path, state: Path, env: dict[str, str], what: str) -> subprocess.Popen[str]:

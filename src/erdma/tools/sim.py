@@ -21,6 +21,7 @@ from erdma.api.names import SHARED_RESOURCE as SHARED
 from erdma.host.devices import scan
 from erdma.host.run import RecordingRunner
 from erdma.sim import fakehost
+from erdma.sim.admission import DeviceManager
 from erdma.sim.fakecmds import KmodCommands
 from erdma.sim.node import SimulatedNode
 from erdma.tools.devices import render_table
@@ -81,12 +82,8 @@ async def _narrate(node: SimulatedNode, variant: str, resource: str) -> None:
         _say(f"\n== no device is listed Healthy ({why}): a pod asking for {resource} would stay")
         _say("   Pending here; `erdma doctor` on the node says why and what to do")
         return
-    if reg.options.get_preferred_allocation_available:
-        ids = await node.kubelet.preferred(resource, available, [], 1)
-    else:
-        ids = available[:1]
-    response = await node.kubelet.allocate(resource, ids)
-    container = response.container_responses[0]
+    admitted = await DeviceManager(node.kubelet).admit("sample-pod-uid", "main", resource, 1)
+    ids, container = admitted.ids, admitted.response
     _say(f"\n== sample pod asks for {resource}: 1 -> {ids}")
     for spec in container.devices:
         _say(f"   device {spec.host_path} ({spec.permissions})")
