@@ -9,7 +9,8 @@ counts and outcomes and wait on conditions with generous deadlines; speed is mea
 What counts as measured: a value computed from a clock call (``time.monotonic()``,
 ``time.time()``, ``time.perf_counter()``, their ``_ns`` forms, ``loop.time()``) or from a name
 or attribute that holds one (``t0 = time.monotonic()``, ``self.starts.append(time.monotonic())``
-marks every ``.starts`` in the module). Allowed, because load cannot break them:
+marks every ``.starts`` in the module), or returned by a function of the module (its calls are
+measured). Allowed, because load cannot break them:
 
 * both sides measured (``a.cancels[0] < b.starts[0]``): an order of events;
 * a lower bound (``waited >= DURATION - 0.2``): load only delays, so "not before" holds.
@@ -127,6 +128,16 @@ class _Taint(ast.NodeVisitor):
     def visit_comprehension(self, node: ast.comprehension) -> None:
         self._mark_loop(node.target, node.iter)
         self.generic_visit(node)
+
+    def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """A function that returns a measured value makes its calls measured."""
+        returns = [n for n in ast.walk(node) if isinstance(n, ast.Return) and n.value]
+        if any(self.measured(r.value) for r in returns if r.value is not None):
+            self.keys.add(node.name)
+        self.generic_visit(node)
+
+    visit_FunctionDef = _visit_function
+    visit_AsyncFunctionDef = _visit_function
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func

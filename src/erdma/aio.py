@@ -12,6 +12,7 @@ import asyncio
 import enum
 import logging
 import random
+import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -272,3 +273,16 @@ class Heartbeat:
         while True:
             self._last = time.monotonic()
             await asyncio.sleep(self.interval)
+
+
+#: each asks a daemon to stop through its shutdown path: SIGTERM (the kubelet, a rollout),
+#: SIGINT (Ctrl-C) and SIGHUP (a closed terminal), which would otherwise kill it at once and
+#: leave its sockets and Lease behind
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def stop_on_signals(stop: asyncio.Event) -> None:
+    """Set ``stop`` on any of `STOP_SIGNALS` (again after a library replaced the handlers)."""
+    loop = asyncio.get_running_loop()
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop.set)

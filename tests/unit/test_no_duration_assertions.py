@@ -41,6 +41,8 @@ def _findings(tmp_path: Path, code: str) -> list[str]:
         "w = W()\ncut = 0\nassert w.starts[0] - cut <= 3.8\n",
         "gaps = [r.at for r in log]\nassert all(g <= 0.2 for g in gaps)\n",
         "assert 5.0 > took\n",
+        "import time\nasync def stopped():\n    t = time.monotonic()\n"
+        "    return time.monotonic() - t\nasync def test():\n    assert await stopped() < 5\n",
     ],
 )
 def test_an_upper_bound_on_a_measured_time_is_found(tmp_path, code):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from erdma.agent import reference_flags
 from erdma.agent.config import ENV_PREFIX, AgentConfig, ConfigError, build_config, check_startup
 from erdma.agent.exposure import ExposureError
 from erdma.agent.service import Agent
+from erdma.aio import stop_on_signals
 from erdma.logs import setup_json_logging
 
 log = logging.getLogger(__name__)
@@ -78,9 +78,7 @@ def agent_command(config_file: Path | None, **flags: Any) -> None:
 
 async def _serve(agent: Agent) -> None:
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop_on_signals(stop)
     log.info("agent started", extra={"config": agent.config.loggable()})
     await agent.run(stop)
     log.info("agent stopped")

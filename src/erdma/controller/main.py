@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -23,7 +24,7 @@ import click
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from erdma.aio import Heartbeat, OnFailure, SupervisedTask, Supervisor
+from erdma.aio import Heartbeat, OnFailure, SupervisedTask, Supervisor, stop_on_signals
 from erdma.controller.cloud import CloudApi
 from erdma.controller.config import DEFAULT_CONFIG_PATH, ConfigError, ControllerConfig, load_config
 from erdma.controller.credentials import (
@@ -114,6 +115,9 @@ async def run_controller(
 ) -> None:
     """Run until ``stop`` is set (or the task is cancelled); the in-process entry for tests.
 
+    Without ``stop`` (the `erdma controller` command), SIGTERM, SIGINT and SIGHUP stop it
+    through its shutdown path: the operator stops, the Lease is released, the exit code is 0.
+
     The metrics served are ``controller_metrics``, by default those of ``cloud`` when it is an
     ``EcsCloud`` (so ECS calls and reconciles share one registry).
 
@@ -122,6 +126,10 @@ async def run_controller(
     of the operator or of leader election raises `TaskFailed` so the process exits: a replica
     that cannot tell whether it still leads must not keep reconciling.
     """
+    signals = stop is None and threading.current_thread() is threading.main_thread()
+    stop = stop or asyncio.Event()
+    if signals:
+        stop_on_signals(stop)
     client = new_client(kubeconfig)
     elector = None
     if leader_elect:
@@ -154,7 +162,14 @@ async def run_controller(
         )
 
         async def work() -> None:
-            await run_operator(reconciler, kubeconfig, stop=stop)
+            try:
+                await run_operator(reconciler, kubeconfig, stop=stop)
+            finally:
+                if signals:  # kopf put its own SIGINT/SIGTERM handlers in place of ours
+                    stop_on_signals(stop)
+            if not stop.is_set():  # kopf returns only when stopped: by a signal it caught
+                log.info("the operator stopped on a signal; the controller stops")
+                stop.set()
 
         if elector is not None:
             run_elector = elector.run
