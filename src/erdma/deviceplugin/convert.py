@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 
 #: kubelet's gRPC receive limit (grpc-go's default): a larger ListAndWatch message is dropped
 KUBELET_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+#: a refusal's gRPC status message travels in metadata (16 KiB at most): kept well below
+MAX_REFUSAL_BYTES = 1024
+#: how many bad IDs or problems a refusal names before it counts the rest
+SHOWN_PROBLEMS = 5
 #: NUMANode.ID is an int64 on the wire; anything wider makes protobuf raise mid-stream
 _MAX_NUMA_ID = 2**63 - 1
 
@@ -153,23 +157,55 @@ def check_allocate(
         seen.add(device_id)
     if problems:
         raise AllocationError(
-            f"{resource}: refusing Allocate: {'; '.join(dict.fromkeys(problems))}; "
+            f"{resource}: refusing Allocate: {summarize(problems)}; "
             f"advertised: {describe_ids(advertised)}"
         )
 
 
+def summarize(problems: Sequence[str]) -> str:
+    """The first `SHOWN_PROBLEMS` distinct problems and how many more there are.
+
+    A refusal reaches kubelet as the gRPC status message, which travels in metadata: a request
+    naming thousands of bad IDs would exceed gRPC's 16 KiB metadata limit, and kubelet would see
+    RESOURCE_EXHAUSTED instead of the reason. This keeps a refusal under `MAX_REFUSAL_BYTES`.
+    """
+    unique = list(dict.fromkeys(problems))
+    more = len(unique) - SHOWN_PROBLEMS
+    return "; ".join(unique[:SHOWN_PROBLEMS]) + (f"; and {more} more" if more > 0 else "")
+
+
+def _ids(ids: Sequence[str]) -> str:
+    """`['a/1', 'a/2']`, or the first `SHOWN_PROBLEMS` of a long list and a count."""
+    more = len(ids) - SHOWN_PROBLEMS
+    return f"{list(ids[:SHOWN_PROBLEMS])}" + (f" and {more} more" if more > 0 else "")
+
+
 def check_preferred(
-    resource: str, available: Sequence[str], must_include: Sequence[str], size: int
+    resource: str,
+    available: Sequence[str],
+    must_include: Sequence[str],
+    size: int,
+    advertised: Collection[str],
 ) -> None:
-    """Refuse a GetPreferredAllocation no answer can satisfy (IDs already de-duplicated)."""
+    """Refuse a GetPreferredAllocation no answer can satisfy (IDs already de-duplicated).
+
+    An answer holds only IDs that are both in ``available`` and ``advertised``: an ID this
+    plugin never listed is no device of its own, whoever asks for it.
+    """
     problem = None
-    missing = [i for i in must_include if i not in set(available)]
+    offered = set(available)
+    usable = [i for i in available if i in advertised]
     if size < 0:
         problem = f"allocation_size {size} is negative"
-    elif size > len(available):
-        problem = f"allocation_size {size} is more than the {len(available)} available IDs"
-    elif missing:
-        problem = f"must-include IDs {missing} are not among the available IDs"
+    elif missing := [i for i in must_include if i not in offered]:
+        problem = f"must-include IDs {_ids(missing)} are not among the available IDs"
+    elif unknown := [i for i in must_include if i not in advertised]:
+        problem = f"must-include IDs {_ids(unknown)} were never advertised"
+    elif size > len(usable):
+        problem = (
+            f"allocation_size {size} is more than the {len(usable)} available IDs "
+            f"this plugin advertised (of {len(available)} available)"
+        )
     elif len(must_include) > size:
         problem = f"{len(must_include)} must-include IDs do not fit allocation_size {size}"
     if problem is not None:
@@ -182,16 +218,18 @@ def settle_preferred(
     size: int,
     picks: Sequence[str],
     known: Collection[str],
+    advertised: Collection[str],
 ) -> list[str]:
-    """Exactly `size` distinct IDs from `available`, every must-include first.
+    """Exactly `size` distinct advertised IDs from `available`, every must-include first.
 
     The plugin's picks come next in its order, then the rest of `available`; IDs in `known`
-    (advertised Healthy) go before any other, so a stale ID is used only when kubelet left
-    nothing else. A plugin bug thus costs a worse placement, never a broken contract.
+    (advertised Healthy) go before any other, so an Unhealthy one is used only when kubelet left
+    nothing else, and one never `advertised` never is (`check_preferred` made sure enough are).
+    A plugin bug thus costs a worse placement, never a broken contract.
     """
-    offered = set(available)
+    offered = {i for i in available if i in advertised}
     chosen = dict.fromkeys(must_include)
-    ranked = [i for i in picks if i in offered] + list(available)
+    ranked = [i for i in [*picks, *available] if i in offered]
     for device_id in [i for i in ranked if i in known] + ranked:
         if len(chosen) >= size:
             break

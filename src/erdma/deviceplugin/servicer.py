@@ -20,6 +20,7 @@ from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
 from erdma.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from erdma.deviceplugin.convert import (
     KUBELET_MAX_MESSAGE_BYTES,
+    MAX_REFUSAL_BYTES,
     allocation_to_pb,
     check_allocate,
     check_preferred,
@@ -60,13 +61,14 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         try:
             return await call()
         except AllocationError as err:
-            code, message = grpc.StatusCode.INVALID_ARGUMENT, str(err)
+            code, message = grpc.StatusCode.INVALID_ARGUMENT, _bounded(str(err))
         except Exception as err:
             log.exception(
                 "device plugin RPC failed",
                 extra={"resource": self._resource, "method": method},
             )
-            code, message = grpc.StatusCode.INTERNAL, f"{method}: {type(err).__name__}: {err}"
+            code = grpc.StatusCode.INTERNAL
+            message = _bounded(f"{method}: {type(err).__name__}: {err}")
         finally:
             self._metrics.rpc_latency.labels(resource=self._resource, method=method).observe(
                 time.perf_counter() - started
@@ -149,10 +151,12 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         available = list(dict.fromkeys(request.available_deviceIDs))
         must = list(dict.fromkeys(request.must_include_deviceIDs))
         size = request.allocation_size
-        check_preferred(self._resource, available, must, size)
+        devices = self._feed.snapshot()[1]
+        advertised = {d.id for d in devices}
+        check_preferred(self._resource, available, must, size, advertised)
         picks = self._plugin.preferred_allocation(available, must, size)
-        known = {d.id for d in self._feed.snapshot()[1] if d.healthy}
-        chosen = settle_preferred(available, must, size, picks, known)
+        known = {d.id for d in devices if d.healthy}
+        chosen = settle_preferred(available, must, size, picks, known, advertised)
         if chosen != list(picks):
             log.warning(
                 "preferred allocation repaired to keep the kubelet contract",
@@ -197,3 +201,11 @@ def plugin_options(plugin: ResourcePlugin) -> pb.DevicePluginOptions:
         pre_start_required=plugin.pre_start_required,
         get_preferred_allocation_available=plugin.preferred_allocation_available,
     )
+
+
+def _bounded(message: str) -> str:
+    """``message`` cut to `MAX_REFUSAL_BYTES` of UTF-8, whatever built it (see `summarize`)."""
+    data = message.encode()
+    if len(data) <= MAX_REFUSAL_BYTES:
+        return message
+    return data[: MAX_REFUSAL_BYTES - 20].decode(errors="ignore") + " ... (cut)"
