@@ -204,3 +204,27 @@ async def test_kubelet_restart_and_a_wiped_registry_register_again(short_root, h
         await asyncio.sleep(0.3)
         assert d.registration_socket.is_socket()
         await kubelet.wait_registered(DRIVER_NAME)
+
+
+async def test_a_device_gone_since_the_last_rescan_is_refused_not_prepared(
+    short_root, host, kubelet
+):
+    """erdma_1's uverbs node vanished (a hot-unplug) after the driver last rescanned: the
+    claim is refused with an error naming the device and the missing node, and no spec names
+    it; once the node is back, the same claim prepares."""
+    store = ClaimStore()
+    ref = store.add(claim("nic", "node-a", [("nic", "erdma-1")]))
+    uid = ref[1]
+    uverbs1 = host.root / "dev/infiniband/uverbs1"
+    async with new_driver(short_root, host, store=store):
+        await kubelet.wait_registered(DRIVER_NAME)
+        saved = uverbs1.stat()
+        uverbs1.rename(uverbs1.with_name(".uverbs1-away"))
+        refused = (await kubelet.prepare(DRIVER_NAME, [ref])).claims[uid]
+        assert "erdma-1" in refused.error and "/dev/infiniband/uverbs1" in refused.error
+        assert "does not exist" in refused.error and not refused.devices
+        assert not (short_root / "cdi" / f"k8s.{DRIVER_NAME}-claim_{uid}.yaml").exists()
+        uverbs1.with_name(".uverbs1-away").rename(uverbs1)
+        assert uverbs1.stat().st_rdev == saved.st_rdev
+        again = (await kubelet.prepare(DRIVER_NAME, [ref])).claims[uid]
+    assert again.error == "" and [d.device_name for d in again.devices] == ["erdma-1"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Collection, Mapping
 from functools import partial
 from pathlib import Path
@@ -114,7 +115,11 @@ class DraDriver(AsyncService):
 
     def _state(self) -> NodeState:
         rdma_cm = self._snapshot.rdma_cm if self._snapshot else None
-        return NodeState(self.devices, rdma_cm, self.mode)
+        return NodeState(self.devices, rdma_cm, self.mode, present=self._on_host)
+
+    def _on_host(self, path: str) -> bool:
+        """Whether device node ``path`` (/dev/...) exists on the host now."""
+        return os.path.lexists(self.host_root / path.lstrip("/"))
 
     async def _get_claim(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         assert self.client is not None

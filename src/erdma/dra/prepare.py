@@ -38,11 +38,13 @@ class PrepareResult:
 
 @dataclass(frozen=True)
 class NodeState:
-    """What Prepare needs from the latest snapshot: published devices, rdma_cm, mode."""
+    """What Prepare needs from the latest snapshot: published devices, rdma_cm, mode, and
+    whether a device node is on the host now (the snapshot may be a rescan interval old)."""
 
     devices: Mapping[str, DraDevice]
     rdma_cm: CharDevice | None
     mode: str
+    present: Callable[[str], bool] = lambda path: True
 
 
 class ClaimPreparer:
@@ -98,6 +100,7 @@ class ClaimPreparer:
         allocated = allocated_devices(
             claim, ref, driver=self.driver, pool=self.pool, known=state.devices.keys()
         )
+        _check_present(ref, allocated, state)
         path = spec_file(self.cdi_dir, self.driver, ref.uid)
         started = ClaimRecord(ref.uid, ref.namespace, ref.name, "PrepareStarted", str(path))
         self._save({**self.records, ref.uid: started})
@@ -161,3 +164,19 @@ class ClaimPreparer:
     def _save(self, records: dict[str, ClaimRecord]) -> None:
         self.checkpoint.save(records)
         self.records = records
+
+
+def _check_present(ref: ClaimRef, allocated: Sequence[Allocated], state: NodeState) -> None:
+    """Refuse a claim whose device went away since the last rescan (a hot-unplug): a spec
+    naming a missing device node would make the container fail to start, far from the cause.
+    kubelet retries Prepare, so the claim is prepared once the device is back."""
+    gone = [
+        f"{item.device} ({path} does not exist)"
+        for item in allocated
+        if not state.present(path := state.devices[item.device].device.uverbs.path)
+    ]
+    if gone:
+        raise ClaimError(
+            f"claim {ref}: {', '.join(gone)}: the device left this node after it was "
+            "published; not prepared (kubelet retries)"
+        )
