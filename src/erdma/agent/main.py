@@ -13,9 +13,10 @@ import click
 from erdma import malloc, settings
 from erdma.agent import reference_flags
 from erdma.agent.config import ENV_PREFIX, AgentConfig, ConfigError, build_config, check_startup
+from erdma.agent.config_watch import warn_when_changed
 from erdma.agent.exposure import ExposureError
 from erdma.agent.service import Agent
-from erdma.aio import stop_on_signals
+from erdma.aio import SupervisedTask, Supervisor, stop_on_signals
 from erdma.logs import setup_json_logging
 
 log = logging.getLogger(__name__)
@@ -73,12 +74,17 @@ def agent_command(config_file: Path | None, **flags: Any) -> None:
         click.echo(f"erdma agent: {exc}", err=True)
         sys.exit(2)
     malloc.limit_arenas(MALLOC_ARENAS)
-    asyncio.run(_serve(agent))
+    asyncio.run(_serve(agent, config_file))
 
 
-async def _serve(agent: Agent) -> None:
+async def _serve(agent: Agent, config_file: Path | None) -> None:
     stop = asyncio.Event()
     stop_on_signals(stop)
     log.info("agent started", extra={"config": agent.config.loggable()})
-    await agent.run(stop)
+    watch = []
+    if config_file is not None:
+        path, interval = config_file, agent.config.rescan_interval
+        watch.append(SupervisedTask("config file", lambda: warn_when_changed(path, interval)))
+    async with Supervisor(watch, log):
+        await agent.run(stop)
     log.info("agent stopped")
