@@ -33,7 +33,8 @@ for run in $(seq 1 "$RUNS"); do
     rc=$?
     took=$(($(date +%s) - started))
     summary=$(grep -E "^[0-9]+ (passed|failed)|passed|failed" "$LOGS/run-$run.log" | tail -1)
-    echo "run $run: rc=$rc ${took}s load=$(cut -d' ' -f1-3 /proc/loadavg) :: $summary"
+    commit=$(git -C "$clone" rev-parse --short HEAD)
+    echo "run $run ($commit): rc=$rc ${took}s load=$(cut -d' ' -f1-3 /proc/loadavg) :: $summary"
     if [ "$rc" = 0 ]; then
         passed=$((passed + 1))
         rm -rf "$clone"

@@ -46,9 +46,23 @@ def _held(node: Node) -> dict[str, list[str]]:
 
 
 def _container(node: Node, name: str) -> tuple[str, int]:
-    (status,) = node.api.get(f"{PODS}/{name}")["status"]["containerStatuses"]
-    assert "running" in status["state"], status
-    return status["containerID"], int(status["restartCount"])
+    """(container ID, restart count) once the API shows the container running: the pod's log
+    says READY before the kubelet's next status update says so."""
+
+    def running() -> tuple[str, int] | None:
+        pod = node.api.get(f"{PODS}/{name}") or {}
+        for status in pod.get("status", {}).get("containerStatuses", []):
+            if "running" in status.get("state", {}):
+                return status["containerID"], int(status["restartCount"])
+        return None
+
+    return wait_for(running, f"pod {name}'s container running in the API")
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    """(inode, ctime): a new socket may reuse the deleted one's inode number, not its ctime."""
+    stat = path.stat()
+    return stat.st_ino, stat.st_ctime_ns
 
 
 def _assert_no_slot_twice(held: dict[str, list[str]]) -> None:
@@ -102,12 +116,12 @@ def _assert_kept(node: Node, before: Before, *new_pods: dict[str, Any]) -> None:
 
 def test_kubelet_restart_keeps_pods_and_the_agent_re_registers(node: Node) -> None:
     before = _before_restart(node)
-    old_sock = node.kubelet.kubelet_sock.stat().st_ino
+    old_sock = _identity(node.kubelet.kubelet_sock)
 
     node.kubelet.stop_kubelet()
     node.kubelet.start()
     sock: Path = node.kubelet.kubelet_sock
-    wait_for(lambda: sock.exists() and sock.stat().st_ino != old_sock, "a new kubelet.sock")
+    wait_for(lambda: sock.exists() and _identity(sock) != old_sock, "a new kubelet.sock")
     created = sock.stat().st_mtime
     again = wait_for(
         lambda: _registrations(before.agent)[before.registrations :], "re-registration"
