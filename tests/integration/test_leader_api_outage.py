@@ -22,7 +22,7 @@ from lightkube.resources.coordination_v1 import Lease
 
 from erdma.controller.config import parse_config
 from erdma.controller.main import run_controller
-from erdma.kube.leader import LeaderElector
+from erdma.kube.leader import LeaderElector, LeadershipLost
 from tests.fakes.ecs.client import GENERAL_ERI, cloud_for
 from tests.fakes.kubeapi import KubeApiServer
 from tests.fakes.ports import free_port
@@ -231,3 +231,33 @@ async def test_controller_survives_outage_and_leads_again(kube_api, proxy, emu, 
     finally:
         replica.cancel()
         await asyncio.wait({replica}, timeout=15)
+
+
+async def test_work_that_will_not_stop_ends_the_elector_before_a_standby_could_lead(proxy, proxied):
+    """Leadership lost, and the work ignores its cancellation: the elector waits at most
+    lease duration - renew deadline (when a standby may take over), then raises
+    LeadershipLost, which makes the controller exit; it never keeps waiting beside a new leader."""
+    elector = LeaderElector(proxied, NAMESPACE, f"blip-{uuid.uuid4().hex[:6]}", "a", DURATION)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def stubborn() -> None:
+        started.set()
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                continue  # a shutdown that hangs: the cancellation is swallowed
+
+    runner = asyncio.create_task(elector.run(stubborn))
+    try:
+        await asyncio.wait_for(started.wait(), timeout=60)
+        await proxy.cut()
+        (outcome,) = await asyncio.gather(
+            asyncio.wait_for(runner, timeout=120), return_exceptions=True
+        )
+        assert isinstance(outcome, LeadershipLost), outcome
+        assert "did not stop within 1.67s" in str(outcome)
+    finally:
+        release.set()
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)

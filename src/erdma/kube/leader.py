@@ -40,7 +40,8 @@ _API_ERRORS = (httpx2.HTTPError, OSError)
 
 
 class LeadershipLost(RuntimeError):
-    """Kept for callers that catch it; ``run`` no longer raises it, it stands by and re-acquires."""
+    """The work did not stop in time after leadership was lost (`LeaderElector.run` raises it);
+    a lost lease alone is not an error: ``run`` stands by and acquires again."""
 
 
 def _wall_now() -> datetime.datetime:
@@ -194,9 +195,7 @@ class LeaderElector:
                 try:
                     lost = await self._hold(task)
                 finally:
-                    if not task.done():
-                        task.cancel()
-                        await asyncio.gather(task, return_exceptions=True)
+                    await self._stop_work(task)
                     self.is_leader = False
                 if not lost:
                     task.result()
@@ -209,6 +208,23 @@ class LeaderElector:
                 )
         finally:
             await self.release()
+
+    async def _stop_work(self, task: asyncio.Task[None]) -> None:
+        """Cancel ``work`` and wait for it, at most ``duration - renew_deadline``: after that a
+        standby may take the lease, so work still running then raises `LeadershipLost` (the
+        controller exits on purpose rather than act beside the next leader)."""
+        if task.done():
+            return
+        task.cancel()
+        bound = self.duration - self.renew_deadline
+        done, _ = await asyncio.wait({task}, timeout=bound)
+        if not done:
+            raise LeadershipLost(
+                f"lease {self.namespace}/{self.name}: the work did not stop within {bound:.3g}s "
+                "of losing leadership; exiting so that two leaders never act at once"
+            )
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("work ended with %r while being stopped", task.exception())
 
     async def _hold(self, task: asyncio.Task[None]) -> str:
         """Renew every retry period until ``task`` ends (""), or return why leadership ended."""
