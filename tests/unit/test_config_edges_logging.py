@@ -62,7 +62,7 @@ def test_agent_started_line_redacts_credentials(tmp_path: Path):
     old_level = logger.level
     logger.setLevel(logging.INFO)
     try:
-        asyncio.run(_serve(_FakeAgent(config)))  # type: ignore[arg-type]
+        asyncio.run(_serve(_FakeAgent(config), None))  # type: ignore[arg-type]
     finally:
         logger.removeHandler(handler)
         logger.setLevel(old_level)
