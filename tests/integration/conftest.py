@@ -1,4 +1,5 @@
-"""Shared fixtures for integration tests: short root dirs under /tmp and a running fake kubelet."""
+"""Shared fixtures for integration tests: short root dirs under /tmp, a running fake kubelet,
+and the real agent serving a simulated node."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from erdma.api.names import ERDMA_RESOURCE
 from erdma.sim.kubelet import FakeKubelet
+from erdma.sim.node import SimulatedNode
 
 
 @pytest.fixture
@@ -35,3 +38,14 @@ def plugin_dir(kubelet_root: Path) -> Path:
 async def kubelet(plugin_dir: Path) -> AsyncIterator[FakeKubelet]:
     async with FakeKubelet(plugin_dir) as fake:
         yield fake
+
+
+@pytest.fixture
+async def serving_node(short_root: Path) -> AsyncIterator[SimulatedNode]:
+    """The real agent on the default simulated node (2 devices x 2 slots), registered and
+    listed with the kubelet stand-in; stopped afterwards."""
+    node = SimulatedNode(short_root / "node", "default", ["--slots-per-device", "2"])
+    await node.start()
+    await node.wait_registered(ERDMA_RESOURCE)
+    yield node
+    await node.stop()

@@ -8,9 +8,6 @@ not the reason), and a preferred allocation could hold IDs never advertised (`zz
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import grpc
 import pytest
 
@@ -20,20 +17,13 @@ ERDMA = "aliyun/erdma"
 BAD = [f"bad_{i}/{i}" for i in range(3000)]
 
 
-@pytest.fixture
-async def node(short_root: Path) -> AsyncIterator[SimulatedNode]:
-    node = SimulatedNode(short_root / "node", "default", ["--slots-per-device", "2"])
-    await node.start()
-    await node.wait_registered(ERDMA)
-    yield node
-    await node.stop()
-
-
-async def test_a_refusal_naming_thousands_of_ids_arrives_with_its_reason(node: SimulatedNode):
+async def test_a_refusal_naming_thousands_of_ids_arrives_with_its_reason(
+    serving_node: SimulatedNode,
+):
     with pytest.raises(grpc.aio.AioRpcError) as allocate:
-        await node.kubelet.allocate(ERDMA, BAD)
+        await serving_node.kubelet.allocate(ERDMA, BAD)
     with pytest.raises(grpc.aio.AioRpcError) as prefer:
-        await node.kubelet.preferred(ERDMA, ["erdma_0/0", *BAD], BAD, 3000)
+        await serving_node.kubelet.preferred(ERDMA, ["erdma_0/0", *BAD], BAD, 3000)
     for error in (allocate.value, prefer.value):
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
         assert "bad_0/0" in error.details() and "2995 more" in error.details()
@@ -49,12 +39,12 @@ async def test_a_refusal_naming_thousands_of_ids_arrives_with_its_reason(node: S
     ],
 )
 async def test_preferred_names_an_id_it_never_advertised_instead_of_answering_it(
-    node: SimulatedNode, available: list[str], must: list[str], size: int, why: str
+    serving_node: SimulatedNode, available: list[str], must: list[str], size: int, why: str
 ):
     with pytest.raises(grpc.aio.AioRpcError) as error:
-        await node.kubelet.preferred(ERDMA, available, must, size)
+        await serving_node.kubelet.preferred(ERDMA, available, must, size)
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert why in error.value.details()
-    advertised = list(node.kubelet.latest(ERDMA) or {})
-    answer = await node.kubelet.preferred(ERDMA, ["erdma_9/1", *advertised], [], 2)
+    advertised = list(serving_node.kubelet.latest(ERDMA) or {})
+    answer = await serving_node.kubelet.preferred(ERDMA, ["erdma_9/1", *advertised], [], 2)
     assert set(answer) <= set(advertised)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -24,17 +22,10 @@ from erdma.sim.node import SimulatedNode
 ERDMA = "aliyun/erdma"
 
 
-@pytest.fixture
-async def node(short_root: Path) -> AsyncIterator[SimulatedNode]:
-    node = SimulatedNode(short_root / "node", "default", ["--slots-per-device", "2"])
-    await node.start()
-    await node.wait_registered(ERDMA)
-    yield node
-    await node.stop()
-
-
-async def test_admission_packs_never_gives_a_slot_twice_and_checkpoints(node: SimulatedNode):
-    manager = DeviceManager(node.kubelet)
+async def test_admission_packs_never_gives_a_slot_twice_and_checkpoints(
+    serving_node: SimulatedNode,
+):
+    manager = DeviceManager(serving_node.kubelet)
     first = await manager.admit("uid-a", "main", ERDMA, 2)
     second = await manager.admit("uid-b", "main", ERDMA, 1)
     assert len({*first.ids, *second.ids}) == 3
@@ -43,7 +34,7 @@ async def test_admission_packs_never_gives_a_slot_twice_and_checkpoints(node: Si
     } == {"erdma_1"}  # the agent packs two slots onto one device
     assert first.response.envs["ERDMA_DEVICES"] in ("erdma_0", "erdma_1")
 
-    saved = json.loads((node.kubelet.plugin_dir / CHECKPOINT).read_text())
+    saved = json.loads((serving_node.kubelet.plugin_dir / CHECKPOINT).read_text())
     entries = saved["Data"]["PodDeviceEntries"]
     assert [(e["PodUID"], e["ContainerName"], e["ResourceName"]) for e in entries] == [
         ("uid-a", "main", ERDMA),
@@ -53,20 +44,22 @@ async def test_admission_packs_never_gives_a_slot_twice_and_checkpoints(node: Si
     assert entries[0]["DeviceIDs"] == {numa: first.ids}
     response = pb.ContainerAllocateResponse.FromString(base64.b64decode(entries[0]["AllocResp"]))
     assert response == first.response
-    path = node.kubelet.plugin_dir / CHECKPOINT
+    path = serving_node.kubelet.plugin_dir / CHECKPOINT
     assert checkpoint_pod_uid(path, second.ids[0], ERDMA) == "uid-b"
 
 
-async def test_a_pod_asking_for_more_than_is_healthy_and_free_is_refused(node: SimulatedNode):
-    manager = DeviceManager(node.kubelet)
+async def test_a_pod_asking_for_more_than_is_healthy_and_free_is_refused(
+    serving_node: SimulatedNode,
+):
+    manager = DeviceManager(serving_node.kubelet)
     calls: list[list[str]] = []
-    allocate = node.kubelet.allocate
+    allocate = serving_node.kubelet.allocate
 
     async def counted(resource: str, ids: list[str]) -> pb.AllocateResponse:
         calls.append(ids)
         return await allocate(resource, ids)
 
-    node.kubelet.allocate = counted  # type: ignore[method-assign,assignment]
+    serving_node.kubelet.allocate = counted  # type: ignore[method-assign,assignment]
     await manager.admit("uid-a", "main", ERDMA, 3)
     with pytest.raises(AdmissionError, match=r"Requested: 2, Available: 1"):
         await manager.admit("uid-b", "main", ERDMA, 2)
