@@ -76,7 +76,8 @@ async def test_a_cdi_spec_that_cannot_be_written_is_logged_once(short_root, capl
     caplog.set_level(logging.INFO)
     await run_agent_for(1.0, host.root, short_root / "kubelet",
                         device_list_strategy="cdi-annotations", cdi_spec_dir=blocked)  # fmt: skip
-    assert warnings(caplog, "cannot write the CDI spec: CDI names will not resolve") == 1
+    unwritable = "cannot write the CDI spec: Allocate hands out device specs meanwhile"
+    assert warnings(caplog, unwritable) == 1
 
 
 async def test_a_host_without_smc_is_logged_once(short_root, caplog):

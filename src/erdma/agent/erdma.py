@@ -67,8 +67,12 @@ class ErdmaPlugin(ResourcePlugin):
         extra_env: EnvHook | None = None,
         finish_allocation: AllocationHook | None = None,
         prestart: PreStartHook | None = None,
+        cdi_ready: Callable[[], bool] = lambda: True,
     ) -> None:
+        """``cdi_ready``: whether the node's CDI spec names the current devices; until it
+        does, a CDI strategy answers with device specs (see erdma.agent.cdi_spec)."""
         self.policy = policy
+        self.cdi_ready = cdi_ready
         self.pre_start_required = prestart is not None
         self._extra_env = extra_env
         self._finish = finish_allocation
@@ -191,6 +195,8 @@ class ErdmaPlugin(ResourcePlugin):
         devices = [self._exposed[n] for n in names]
         allocation = ContainerAllocation()
         strategy = self.policy.device_list_strategy
+        if strategy.uses_cdi and not self.cdi_ready():  # names the runtime cannot resolve
+            strategy = DeviceListStrategy.DEVICE_SPECS
         if strategy is DeviceListStrategy.CDI_DEVICES:
             allocation.cdi_devices = cdi_device_names(devices)
         elif strategy is DeviceListStrategy.CDI_ANNOTATIONS:

@@ -74,7 +74,7 @@ class Agent:
         self.reports = DeviceReports(self.events)
         self.registry = registry or CollectorRegistry()
         self.metrics = AgentMetrics(self.registry)
-        self.cdi_spec = NodeCdiSpec(config.cdi_spec_dir)
+        self.cdi_spec = NodeCdiSpec(config.cdi_spec_dir, on_failure=self._cdi_unwritable)
         self._overlap = ""
         self.exposure = self._exposure()
         self.snapshot = scan(config.host_root)
@@ -99,6 +99,7 @@ class Agent:
             extra_env=self._nccl_env,
             finish_allocation=self._count_allocation,
             prestart=self._smcr_prestart() if config.prestart_container else None,
+            cdi_ready=lambda: self.cdi_spec.current,
         )
         self._pnet_devices: tuple[tuple[str, str | None], ...] | None = None
         self._pnet_error = ""  # the host pnet failure last logged
@@ -150,6 +151,9 @@ class Agent:
         self._publish_dra(snapshot)
         if self.config.device_list_strategy.uses_cdi:
             self.cdi_spec.update(snapshot, with_rdma_cm=self.erdma.wants_rdma_cm)
+
+    def _cdi_unwritable(self, problem: str) -> None:
+        self.events.emit("Warning", "CdiSpecNotWritten", f"{problem}; pods get device specs")
 
     def _dra_driver(self) -> DraDriver:
         """The DRA front end on the same snapshot, health rule and NCCL env as the plugins."""
