@@ -137,17 +137,20 @@ class FakeKubelet(AsyncService):
         self._notify()
 
     async def stop(self) -> None:
-        """Stop serving and drop every plugin connection (sockets stay, like a crashed kubelet)."""
+        """Stop serving and drop every plugin connection (sockets stay, like a crashed kubelet).
+
+        Registration stops first: a Register answered while the connections close would add an
+        endpoint under the loop that closes them."""
+        if self._server is not None:
+            await self._server.stop(None)
+            self._server = None
         for task in list(self._connects):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        for endpoint in self.endpoints.values():
+        endpoints, self.endpoints = list(self.endpoints.values()), {}
+        for endpoint in endpoints:
             await endpoint.close()
-        self.endpoints.clear()
-        if self._server is not None:
-            await self._server.stop(None)
-            self._server = None
         self._notify()
 
     async def restart(self) -> None:
