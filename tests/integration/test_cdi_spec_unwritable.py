@@ -21,8 +21,14 @@ ERDMA = "aliyun/erdma"
 async def test_allocate_falls_back_to_device_specs_until_the_spec_exists(short_root: Path):
     spec_dir = short_root / "cdi"
     spec_dir.write_text("a file where the spec directory should be")  # writes fail
-    args = ["--slots-per-device", "2", "--device-list-strategy", "cdi-cdi-devices",
-            "--cdi-spec-dir", str(spec_dir)]  # fmt: skip
+    args = [
+        "--slots-per-device",
+        "2",
+        "--device-list-strategy",
+        "cdi-cdi-devices",
+        "--cdi-spec-dir",
+        str(spec_dir),
+    ]
     node = SimulatedNode(short_root / "node", "default", args)
     await node.start()
     try:
