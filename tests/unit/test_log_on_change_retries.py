@@ -14,7 +14,7 @@ from erdma.agent.regular import follow_devices
 from erdma.aio import Backoff, retry_until_done
 from erdma.kube import crd
 from erdma.kube.client import KubeApi
-from tests.unit.test_review12_regular import ERI_A, PRIMARY, _dev, _Recorder
+from tests.unit.regular_support import ERI_A, PRIMARY, Recorder, device_object
 
 log = logging.getLogger("test.retries")
 
@@ -37,7 +37,7 @@ class _Unreachable:
 
 async def test_a_watch_failing_the_same_way_is_logged_once(caplog):
     kube = _Unreachable()
-    rec = _Recorder()
+    rec = Recorder()
     api = cast(KubeApi, kube)  # only watch_device is called before the first object
     follow = asyncio.create_task(follow_devices(api, "n1", rec.bring_up, rec.expose))
     await asyncio.sleep(2.0)  # retries at about 0.25, 0.5 and 1 s
@@ -49,16 +49,16 @@ async def test_a_watch_failing_the_same_way_is_logged_once(caplog):
 
 
 async def test_a_netdev_that_stays_missing_is_logged_once(caplog):
-    rec = _Recorder(failing={ERI_A.mac})
+    rec = Recorder(failing={ERI_A.mac})
     exposure = RegularExposure(rec.bring_up, rec.expose, jumbo_mtu=8500)
-    dev = _dev([PRIMARY, ERI_A], {PRIMARY.id: crd.READY, ERI_A.id: crd.READY})
+    dev = device_object([PRIMARY, ERI_A], {PRIMARY.id: crd.READY, ERI_A.id: crd.READY})
     for _ in range(5):
         assert await exposure.apply(dev) is False
     assert count(caplog, "is Ready but its netdev is not up yet") == 1
     rec.failing.clear()
     assert await exposure.apply(dev) is True
     rec.failing.add(ERI_A.mac)  # up, then lost again after it left Ready: a new problem
-    await exposure.apply(_dev([PRIMARY, ERI_A], {PRIMARY.id: crd.READY}))
+    await exposure.apply(device_object([PRIMARY, ERI_A], {PRIMARY.id: crd.READY}))
     await exposure.apply(dev)
     assert count(caplog, "is Ready but its netdev is not up yet") == 2
 

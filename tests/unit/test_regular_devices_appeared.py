@@ -13,7 +13,7 @@ from erdma.agent.regular import follow_devices
 from erdma.aio import Backoff
 from erdma.kube import crd
 from erdma.kube.client import KubeApi
-from tests.unit.test_review12_regular import ERI_A, PRIMARY, _Recorder
+from tests.unit.regular_support import ERI_A, PRIMARY, Recorder
 
 #: a retry ladder far slower than the test, so only the cue can bring the ERI up in time
 SLOW_RETRY = Backoff(initial=60.0, maximum=60.0)
@@ -30,7 +30,7 @@ class _OneObject:
         await asyncio.Event().wait()
 
 
-def _follow(rec: _Recorder, appeared: asyncio.Event) -> asyncio.Task[None]:
+def _follow(rec: Recorder, appeared: asyncio.Event) -> asyncio.Task[None]:
     api = cast(KubeApi, _OneObject())  # only watch_device is called
     return asyncio.create_task(
         follow_devices(
@@ -39,13 +39,13 @@ def _follow(rec: _Recorder, appeared: asyncio.Event) -> asyncio.Task[None]:
     )
 
 
-async def _exposed(rec: _Recorder, macs: list[str]) -> None:
+async def _exposed(rec: Recorder, macs: list[str]) -> None:
     while ("expose", macs) not in rec.calls:
         await asyncio.sleep(0.01)
 
 
 async def test_a_device_appearing_retries_the_missing_netdev_at_once() -> None:
-    rec = _Recorder(failing={ERI_A.mac})
+    rec = Recorder(failing={ERI_A.mac})
     appeared = asyncio.Event()
     follow = _follow(rec, appeared)
     try:
@@ -61,7 +61,7 @@ async def test_a_device_appearing_retries_the_missing_netdev_at_once() -> None:
 
 
 async def test_devices_appearing_while_nothing_is_pending_change_nothing() -> None:
-    rec = _Recorder()
+    rec = Recorder()
     appeared = asyncio.Event()
     follow = _follow(rec, appeared)
     try:

@@ -1,11 +1,12 @@
-"""Review 12: Regular mode keeps following the ERdmaDevice (real API server, agent process).
+"""Regular mode keeps following the ERdmaDevice (real API server, agent process).
 
 The agent used to stop watching at the first all-Ready object: a replaced ERI (new MAC) was
 never exposed, and one Failed card kept the working ones hidden. Now each change re-computes
 the exposure: the devices whose status is Ready, and only those.
 
 The ERIs are marked primary so the agent leaves their netdevs to the OS: it must not touch the
-test machine's links (netdev bring-up is covered in tests/unit/test_review12_regular.py).
+test machine's links (netdev bring-up is covered in
+tests/unit/test_regular_exposure_follows_states.py).
 """
 
 from __future__ import annotations

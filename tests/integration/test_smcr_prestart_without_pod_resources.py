@@ -1,4 +1,4 @@
-"""Review 12: with prestartContainer on, a missing pod-resources socket must not fail
+"""With prestartContainer on, a missing pod-resources socket must not fail
 PreStartContainer for `aliyun/erdma` pods that do not ask for SMC-R.
 
 PreStartContainer carries only device IDs. Without pod-resources the agent finds the pod in

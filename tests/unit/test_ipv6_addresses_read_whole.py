@@ -1,4 +1,4 @@
-"""Review 12: /proc/net/if_inet6 is read whole, not just its first 4 KiB.
+"""/proc/net/if_inet6 is read whole, not just its first 4 KiB.
 
 A busy node carries many addresses (pod veths, link-locals, several per netdev), so the
 RDMA netdevs' global addresses can sit far past 4 KiB; a truncated read made the
