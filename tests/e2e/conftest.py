@@ -25,7 +25,8 @@ from tests.e2e.kubelet_support import (
     wait_for,
 )
 from tests.e2e.node_support import Node
-from tests.fakes.kubeapi import KubeApiServer, KubeApiUnavailable
+from tests.fakes.kubeapi import KubeApiServer
+from tests.kubeapi_support import api_server_or_skip
 
 
 def _missing() -> str | None:
@@ -48,10 +49,7 @@ def e2e_kube_api() -> Iterator[KubeApiServer]:
     why = _missing()
     if why:
         pytest.skip(why)
-    try:
-        server = KubeApiServer.start()
-    except KubeApiUnavailable as exc:
-        pytest.skip(f"real Kubernetes API server unavailable: {exc}")
+    server = api_server_or_skip()
     with server:
         yield server
 

@@ -11,16 +11,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.kubeapi import KubeApiServer, KubeApiUnavailable, install_crd
+from tests.fakes.kubeapi import KubeApiServer, install_crd
+from tests.kubeapi_support import api_server_or_skip
 
 
 @pytest.fixture(scope="session")
 def kube_api() -> Iterator[KubeApiServer]:
     """A running API server with the ERdmaDevice CRD; skips only when it cannot start here."""
-    try:
-        server = KubeApiServer.start()
-    except KubeApiUnavailable as exc:
-        pytest.skip(f"real Kubernetes API server unavailable: {exc}")
+    server = api_server_or_skip()
     with server:
         asyncio.run(install_crd(server.kubeconfig))
         yield server

@@ -32,11 +32,12 @@ from erdma.controller.config import parse_config
 from erdma.controller.main import run_controller
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import cloud_for, standard_world
-from tests.fakes.kubeapi import KubeApiServer, KubeApiUnavailable
+from tests.fakes.kubeapi import KubeApiServer
 from tests.fakes.ports import free_port
 from tests.helm_support import ACCESS_KEY, Rendered, merge, render
 from tests.integration import kubectl_support as kc
 from tests.integration import reference_chart as ref
+from tests.kubeapi_support import api_server_or_skip
 
 NS = "kube-system"
 SERVICE = f"{NS}/{ref.CONTROLLER}"
@@ -55,10 +56,7 @@ def webhook_port() -> int:
 @pytest.fixture(scope="module")
 def api(webhook_port: int) -> Iterator[KubeApiServer]:
     kc.kubectl_or_skip()
-    try:
-        server = KubeApiServer.start(service_endpoints={SERVICE: f"127.0.0.1:{webhook_port}"})
-    except KubeApiUnavailable as exc:
-        pytest.skip(f"real Kubernetes API server unavailable: {exc}")
+    server = api_server_or_skip(service_endpoints={SERVICE: f"127.0.0.1:{webhook_port}"})
     with server:
         yield server
 

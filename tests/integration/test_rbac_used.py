@@ -25,7 +25,7 @@ from erdma.sim.node import SimulatedNode
 from erdma.tools.finalizers import drop_all
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GPU_TWO_CARDS, cloud_for, standard_world
-from tests.fakes.kubeapi import KubeApiServer, KubeApiUnavailable
+from tests.fakes.kubeapi import KubeApiServer
 from tests.fakes.ports import free_port
 from tests.helm_support import ACCESS_KEY, Rendered, merge, render
 from tests.integration import kubectl_support as kc
@@ -42,6 +42,7 @@ from tests.integration.rbac_audit import (
     service_account_user,
     split_rules,
 )
+from tests.kubeapi_support import api_server_or_skip
 
 NS = "kube-system"
 VALUES = merge(ACCESS_KEY, {"smcr": {"mode": "webhook"}, "sharedRdma": {"enabled": True}})
@@ -132,12 +133,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Rendered, list[R
     kc.kubectl_or_skip()
     tmp, port = tmp_path_factory.mktemp("rbac"), free_port()
     args, log = audit_args(tmp)
-    try:
-        api = KubeApiServer.start(
-            service_endpoints={f"{NS}/{CONTROLLER}": f"127.0.0.1:{port}"}, args=args
-        )
-    except KubeApiUnavailable as exc:
-        pytest.skip(f"real Kubernetes API server unavailable: {exc}")
+    endpoints = {f"{NS}/{CONTROLLER}": f"127.0.0.1:{port}"}
+    api = api_server_or_skip(service_endpoints=endpoints, args=args)
     out = render(VALUES, namespace=NS)
     users = {
         name: service_account_user(NS, account(out, kind, name))

@@ -18,9 +18,10 @@ import yaml
 
 from erdma.kube import crd
 from tests import docs_support
-from tests.fakes.kubeapi import KubeApiServer, KubeApiUnavailable
+from tests.fakes.kubeapi import KubeApiServer
 from tests.helm_support import ACCESS_KEY, RELEASE, Rendered, render
 from tests.integration import kubectl_support as kc
+from tests.kubeapi_support import api_server_or_skip
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "install.md"
 NS = "kube-system"
@@ -41,10 +42,7 @@ def uninstall_blocks() -> list[list[str]]:
 @pytest.fixture(scope="module")
 def api() -> Iterator[KubeApiServer]:
     kc.kubectl_or_skip()
-    try:
-        server = KubeApiServer.start()
-    except KubeApiUnavailable as exc:
-        pytest.skip(f"real Kubernetes API server unavailable: {exc}")
+    server = api_server_or_skip()
     with server:
         yield server
 

@@ -32,8 +32,8 @@ from erdma.controller import webhook_certs as wc
 from erdma.webhook import hostnetwork
 from erdma.webhook.hostnetwork import HostNetworkRdmaValidator
 from erdma.webhook.server import start_webhook
-from tests.fakes.kubeapi import KubeApiServer, KubeApiUnavailable
 from tests.integration.webhook_config_support import webhook_config
+from tests.kubeapi_support import api_server_or_skip
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
 
@@ -359,12 +359,7 @@ async def test_kinds_a_cluster_does_not_serve_are_named_and_no_longer_asked_for(
     --runtime-config does): both kinds are reported as not served, startup carries on, and the
     maintenance rounds stop asking for them."""
     caplog.set_level("INFO", logger=wc.__name__)
-    try:
-        server = KubeApiServer.start(
-            args=["--runtime-config=admissionregistration.k8s.io/v1=false"]
-        )
-    except KubeApiUnavailable as exc:
-        pytest.skip(f"real Kubernetes API server unavailable: {exc}")
+    server = api_server_or_skip(args=["--runtime-config=admissionregistration.k8s.io/v1=false"])
     with server:
         client = AsyncClient(KubeConfig.from_file(server.kubeconfig))
         try:
