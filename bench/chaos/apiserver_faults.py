@@ -65,6 +65,7 @@ class ControllerProcess:
     health_port: int = field(default_factory=free_port)
     webhook_port: int = field(default_factory=free_port)
     lease_name: str = field(default_factory=lambda: f"erdma-chaos-{uuid.uuid4().hex[:6]}")
+    lease_seconds: float = LEASE_SECONDS
     process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
@@ -74,7 +75,7 @@ class ControllerProcess:
             "ecsProtocol": "HTTP",
             "healthPort": self.health_port,
             "leaseName": self.lease_name,
-            "leaseDurationSeconds": LEASE_SECONDS,
+            "leaseDurationSeconds": self.lease_seconds,
             "controllerNamespace": "default",
             "enableWebhook": True,
             "webhookPort": self.webhook_port,
@@ -146,6 +147,28 @@ class ControllerProcess:
 
 
 @dataclass
+class Backdrop:
+    """What each controller scenario stands on: a scratch directory, the real API server with
+    the CRD installed, the ECS emulator, and an admin client of the server."""
+
+    work: Path
+    api: KubeApiServer
+    emu: EcsEmulator
+    client: AsyncClient
+
+
+async def backdrop(stack: AsyncExitStack) -> Backdrop:
+    """Start the `Backdrop` on ``stack``, which stops it all."""
+    work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="erdma-chaos-")))
+    api = stack.enter_context(KubeApiServer.start())
+    await install_crd(api.kubeconfig)
+    emu = stack.enter_context(EcsEmulator(standard_world()).in_thread())
+    client = AsyncClient(KubeConfig.from_file(api.kubeconfig))
+    stack.push_async_callback(client.close)
+    return Backdrop(work, api, emu, client)
+
+
+@dataclass
 class Cluster:
     api: KubeApiServer
     proxy: CuttableProxy
@@ -158,17 +181,13 @@ class Cluster:
 async def cluster() -> AsyncIterator[Cluster]:
     """API server, ECS emulator, proxy and a leading controller with its webhooks serving."""
     async with AsyncExitStack() as stack:
-        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="erdma-chaos-")))
-        api = stack.enter_context(KubeApiServer.start())
-        await install_crd(api.kubeconfig)
-        emu = stack.enter_context(EcsEmulator(standard_world()).in_thread())
+        base = await backdrop(stack)
+        work, api, emu, client = base.work, base.api, base.emu, base.client
         proxy = CuttableProxy(api.port)
         await proxy.start()
         stack.push_async_callback(proxy.close)
         kubeconfig = work / "kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(proxied_kubeconfig(api, proxy)))
-        client = AsyncClient(KubeConfig.from_file(api.kubeconfig))
-        stack.push_async_callback(client.close)
         controller = ControllerProcess(work, kubeconfig, emu.endpoint)
         await controller.start()
         stack.push_async_callback(controller.stop)

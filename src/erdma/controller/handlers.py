@@ -21,6 +21,7 @@ import kopf
 
 from erdma.controller.orphans import OrphanSweeper
 from erdma.controller.reconcile import NodeReconciler
+from erdma.controller.watch_guard import WatchHealth, guarding
 from erdma.controller.workqueue import WorkQueue
 from erdma.kube import crd
 from erdma.kube.client import LIST_PAGE_SIZE, kube_config
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 #: seconds kopf keeps an object's worker after its last event (see operator_settings)
 WORKER_IDLE_SECONDS = 0.5
+#: kopf's own retries of a list or watch request the server answered 5xx or 429 (kopf's default
+#: spends 54 s): after these the watch guard re-lists with its backoff and /readyz shows it
+KOPF_REQUEST_RETRIES = (0.5, 1.0, 2.0)
 
 
 def node_signature(body: Mapping[str, Any], owned: bool) -> tuple[object, ...]:
@@ -132,6 +136,7 @@ def operator_settings() -> kopf.OperatorSettings:
     # at once, 80 MiB of the controller's peak with 5,000 Nodes (bench/RESULTS.md); at 0.5 s a
     # worker is still reused for a burst of events on one object
     settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
+    settings.networking.error_backoffs = KOPF_REQUEST_RETRIES
     return settings
 
 
@@ -162,8 +167,13 @@ async def run_operator(
     kubeconfig: str | Path | None,
     stop: asyncio.Event | None = None,
     ready: asyncio.Event | None = None,
+    watches: WatchHealth | None = None,
 ) -> None:
-    """kopf, the workers and the orphan sweeps, until ``stop`` is set or the task is cancelled."""
+    """kopf, the workers and the orphan sweeps, until ``stop`` is set or the task is cancelled.
+
+    A failing watch re-lists with backoff instead of ending the operator (`watch_guard`), and
+    ``watches`` tells the health endpoint about it.
+    """
     queue = WorkQueue(observe_wait=reconciler.metrics.queue_wait.observe)
     reconciler.metrics.watch_queue(queue.__len__)
     registry = build_registry(reconciler, queue, kubeconfig)
@@ -172,15 +182,17 @@ async def run_operator(
         asyncio.create_task(run_workers(reconciler, queue, reconciler.config.reconcile_workers)),
         asyncio.create_task(sweeper.run(reconciler.config.reverify_interval_seconds)),
     ]
+    settings = operator_settings()
     try:
-        await kopf.operator(
-            registry=registry,
-            settings=operator_settings(),
-            clusterwide=True,
-            standalone=True,
-            stop_flag=stop,
-            ready_flag=ready,
-        )
+        with guarding(settings, watches or WatchHealth()):
+            await kopf.operator(
+                registry=registry,
+                settings=settings,
+                clusterwide=True,
+                standalone=True,
+                stop_flag=stop,
+                ready_flag=ready,
+            )
     finally:
         for task in background:
             task.cancel()

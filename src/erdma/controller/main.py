@@ -35,11 +35,13 @@ from erdma.controller.credentials import (
     build_credential_client,
     resolve_region,
 )
-from erdma.controller.ecs import EcsCloud, EcsSettings
+from erdma.controller.ecs import EcsCloud
+from erdma.controller.ecs_settings import EcsSettings
 from erdma.controller.handlers import run_operator
 from erdma.controller.metrics import ControllerMetrics
 from erdma.controller.reconcile import NodeReconciler
 from erdma.controller.serving import ServingLoop
+from erdma.controller.watch_guard import WatchHealth
 from erdma.controller.webhook_certs import WebhookCertError
 from erdma.controller.webhooks import start_webhooks
 from erdma.kube.client import KubeApi, new_client
@@ -58,12 +60,14 @@ class Health:
 
     ``/healthz`` (liveness) fails when the controller's event loop stopped beating: a wedged
     replica is restarted. ``/readyz`` fails while the API server has not answered this replica
-    for a lease duration: a leader or a healthy standby is ready, a replica cut off is not.
+    for a lease duration, or while a watch of the leader keeps failing: a leader or a healthy
+    standby is ready, a replica cut off or blind is not.
     """
 
     def __init__(self, elector: LeaderElector | None) -> None:
         self.elector = elector
         self.heartbeat = Heartbeat()
+        self.watches = WatchHealth()
 
     @property
     def leader(self) -> bool:
@@ -83,7 +87,7 @@ class Health:
             silent = time.monotonic() - self.elector.last_answer
             if silent > self.elector.duration:
                 problem = f"the API server has not answered for {silent:.0f}s"
-        return self._answer(problem)
+        return self._answer(problem or self.watches.problem())
 
     async def serve(self, port: int, registry: CollectorRegistry) -> web.AppRunner:
         """Probes and, at ``/metrics``, the Prometheus metrics of ``registry`` on ``port``."""
@@ -132,9 +136,9 @@ async def run_controller(
         stop_on_signals(stop)
     client = new_client(kubeconfig)
     elector = None
-    if leader_elect:
+    if leader_elect:  # a client of its own: renews never queue behind reconciles' requests
         elector = LeaderElector(
-            client,
+            new_client(kubeconfig),
             config.controller_namespace,
             config.lease_name,
             identity or f"{socket.gethostname()}_{uuid.uuid4()}",
@@ -163,7 +167,7 @@ async def run_controller(
 
         async def work() -> None:
             try:
-                await run_operator(reconciler, kubeconfig, stop=stop)
+                await run_operator(reconciler, kubeconfig, stop=stop, watches=health.watches)
             finally:
                 if signals:  # kopf put its own SIGINT/SIGTERM handlers in place of ours
                     stop_on_signals(stop)
@@ -186,6 +190,8 @@ async def run_controller(
             await serving.run(runner.cleanup())
         await serving.close()
         await client.close()
+        if elector is not None:
+            await elector.client.close()
 
 
 async def build_cloud(

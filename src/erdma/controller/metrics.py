@@ -25,7 +25,9 @@ RESULT_WAITING = "waiting"  # the Node is not Ready yet (the ready gate)
 RESULT_UNSUPPORTED = "unsupported"  # the instance type has no eRDMA
 RESULT_REMOVED = "removed"  # the Node is gone: ERIs cleaned up, object removed (or underway)
 RESULT_IGNORED = "ignored"  # the Node does not match nodeSelector
-RESULT_API_UNAVAILABLE = "apiUnavailable"  # the API server was away (restart, network)
+RESULT_API_UNAVAILABLE = "apiUnavailable"  # the API server was away or answered 5xx
+RESULT_API_THROTTLED = "apiThrottled"  # the API server answered 429 Too Many Requests
+RESULT_CONFLICT = "conflict"  # another writer changed the object first (409)
 RESULT_CRASHED = "crashed"  # the pass raised something unexpected (a bug); it is retried
 
 ERI_STATES = ("Ready", "Pending", "Failed")

@@ -21,11 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx2 as httpx
-from lightkube.core.exceptions import ApiError
-
 from erdma.aio import both
-from erdma.controller import device_report, metrics
+from erdma.controller import api_errors, device_report, metrics
 from erdma.controller.cloud import CloudApi, CloudError, Instance
 from erdma.controller.config import ControllerConfig
 from erdma.controller.device_report import REASON_CLOUD_FAILED
@@ -105,11 +102,12 @@ class NodeReconciler:
         try:
             result, delay = await self._pass(name)
         except Exception as exc:
-            if not _is_api_outage(exc):
+            trouble = api_errors.classify(exc)
+            if trouble is None:
                 self._pending.end(name)
                 self.metrics.reconciles.labels(metrics.RESULT_CRASHED).inc()
                 raise
-            result, delay = metrics.RESULT_API_UNAVAILABLE, self._outage_retry(name, exc)
+            result, delay = trouble.result, self._api_retry(name, exc, trouble)
         else:
             self._api_away.end(name)
             if result != metrics.RESULT_PENDING:  # the bring-up is over, or stopped
@@ -122,18 +120,26 @@ class NodeReconciler:
         self.metrics.reconciles.labels(result).inc()
         return delay
 
-    def _outage_retry(self, name: str, exc: Exception) -> float:
-        """A pass cut short by an API-server outage (restart, network): not a bug, so no
-        traceback; the first such pass warns, the others wait quietly. The Node is looked at
-        again 0.5-1 s later, then twice as late each time, up to ``errorRequeueSeconds``, so an
-        outage of a few seconds costs its Nodes a few seconds, not a fixed 30."""
-        delay = self._api_away.next(name)
+    def _api_retry(self, name: str, exc: Exception, trouble: api_errors.ApiTrouble) -> float:
+        """A pass the API server cut short (restart, network, 5xx, 429, a concurrent writer):
+        not a bug, so no traceback; the first pass of an outage warns, the others wait
+        quietly. The Node is looked at again 0.5-1 s later, then twice as late each time, up to
+        ``errorRequeueSeconds``, and never before the server's ``Retry-After``: an outage of a
+        few seconds costs its Nodes a few seconds, not a fixed 30."""
+        delay = max(self._api_away.next(name), trouble.retry_after or 0.0)
+        if not trouble.outage:
+            log.info("node %s: %s; again in %.1f s", name, _first_line(exc), delay)
+            return delay
         level = logging.DEBUG if self._api_warned else logging.WARNING
         self._api_warned = True
+        why = f"{type(exc).__name__}: {_first_line(exc)}"
         log.log(
-            level, "node %s: Kubernetes API server unavailable (%s: %s); again in %.0f s",
-            name, type(exc).__name__, exc, delay,
-        )  # fmt: skip
+            level,
+            "node %s: Kubernetes API server unavailable (%s); again in %.1f s",
+            name,
+            why,
+            delay,
+        )
         return delay
 
     async def _pass(self, name: str) -> tuple[str, float | None]:
@@ -365,12 +371,9 @@ class NodeReconciler:
         return None
 
 
-def _is_api_outage(exc: BaseException) -> bool:
-    """The API server could not be reached or answered that it cannot serve now."""
-    if isinstance(exc, ApiError):
-        code = exc.status.code or 0
-        return code == 429 or code >= 500
-    return isinstance(exc, httpx.TransportError)
+def _first_line(exc: BaseException) -> str:
+    """An error's message, cut to its first line (a proxy's 503 page can be long)."""
+    return (str(exc).splitlines() or [""])[0][:200]
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,18 @@ client-go's ``leaderelection``, so that mixed or skewed replicas agree:
   record change (``observedTime``); the holder's ``renewTime`` only tells that it changed. Nodes'
   wall clocks may disagree by more than the lease duration, so comparing them would let a standby
   take a lease that is being renewed (holder behind) or never take a dead one (holder ahead).
-* A leader renews every ``retry_period``. A failed renew (API server down, 5xx, timeout) is
+* A leader renews every ``retry_period`` with one write of the Lease its last write returned
+  (no read: a read and a write per renew left a 15 s lease room for only ~2 s per request),
+  each request bounded by ``request_timeout`` so that a hung one leaves room for another try
+  before the deadline. A failed renew (API server down, 5xx, timeout) is
   logged once per distinct error and retried; the leader keeps working until ``renew_deadline``
   has passed since the start of its last successful renew, then stops its work and stands by to
   acquire again. ``renew_deadline < duration`` is what makes this safe: a standby waits the full
   ``duration`` after it saw that renew, so the old leader has stopped before anyone takes over.
 * A clean shutdown releases the lease, so a standby takes over at once.
+
+Give the elector a client of its own (`erdma.controller.main` does): requests of other work
+queued in a shared connection pool would delay renews behind them.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 from lightkube import AsyncClient
@@ -33,6 +39,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # What one failed attempt can raise: every httpx error (ApiError is an HTTPStatusError, connect
 # and read errors are TransportErrors) and OSError, which includes the TimeoutError of a deadline.
@@ -94,6 +101,8 @@ class LeaderElector:
         self.duration = duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
+        #: bound of one request: two tries and the pause between them fit in the renew deadline
+        self.request_timeout = (renew_deadline - retry_period) / 2
         #: True while this replica's work runs: set when it starts, cleared only once a lost
         #: leadership's work has been cancelled and awaited, so whoever reads it (``/healthz``,
         #: a test) never sees "not leader" while the work still runs.
@@ -102,6 +111,7 @@ class LeaderElector:
         self.last_renew = 0.0  # monotonic start of the last successful acquire/renew
         #: monotonic time the API server last answered an attempt (held or not): readiness
         self.last_answer = time.monotonic()
+        self._written: Lease | None = None  # the Lease as our last write returned it
         self._observed: dict[str, Any] | None = None  # the Lease spec as last seen
         self._observed_at = 0.0  # monotonic time it was first seen in that state
         self._errors: set[str] = set()  # distinct errors logged since the last answer
@@ -111,17 +121,27 @@ class LeaderElector:
         if record != self._observed:
             self._observed, self._observed_at = record, time.monotonic()
 
+    async def _call(self, request: Coroutine[Any, Any, T]) -> T:
+        """One API request, bounded by ``request_timeout`` (TimeoutError, an OSError)."""
+        async with asyncio.timeout(self.request_timeout):
+            return await request
+
     async def try_acquire(self) -> bool:
         """One attempt to take or renew the lease; True when we hold it afterwards.
 
-        Raises what the API raises, except 404 on read (the Lease is created) and 409 on write
-        (someone else wrote first: False). An error does not end holding the lease: whether it
-        ends leadership depends on the renew deadline, which ``run`` tracks.
+        A holder renews by writing the Lease its last write returned; everyone else reads it
+        first. Raises what the API raises, except 404 on read (the Lease is created) and 409 on
+        write (someone else wrote since: False, and the next attempt reads). An error does not
+        end holding the lease: whether it ends leadership depends on the renew deadline, which
+        ``run`` tracks.
         """
         started, now = time.monotonic(), _wall_now()
+        if self._holds and self._written is not None and self._written.spec is not None:
+            self._written.spec.renewTime = now
+            return await self._write(self._written, started, create=False)
         seconds = math.ceil(self.duration)
         try:
-            lease = await self.client.get(Lease, self.name, namespace=self.namespace)
+            lease = await self._call(self.client.get(Lease, self.name, namespace=self.namespace))
         except ApiError as exc:
             if exc.status.code != 404:
                 raise
@@ -152,12 +172,15 @@ class LeaderElector:
         return await self._write(lease, started, create=False)
 
     async def _write(self, lease: Lease, started: float, *, create: bool) -> bool:
+        self._written = None  # until this write answers, nothing to renew from
         try:
-            written = await (self.client.create(lease) if create else self.client.replace(lease))
+            request = self.client.create(lease) if create else self.client.replace(lease)
+            written = await self._call(request)
         except ApiError as exc:
             if exc.status.code == 409:  # another replica wrote first; the next read tells who
                 return False
             raise
+        self._written = written
         self._observe(written.spec or LeaseSpec())
         self._holds = True
         self.last_renew = started
