@@ -172,10 +172,14 @@ def throttling(emu: EcsEmulator, rng: random.Random) -> None:
 
 
 def slow_answers(emu: EcsEmulator, rng: random.Random) -> None:
-    emu.faults.inject("*", delay=rng.uniform(0.6, 1.2), times=2)  # past the 0.5 s timeout
+    # carried out at once, answered past the 0.5 s timeout: the answer is lost, the work done
+    emu.faults.inject("*", answer_delay=rng.uniform(0.6, 1.2), times=2)
 
 
-STORM_HOLDS = "every node Ready with exactly its cards' ERIs; zero duplicates; zero leaks"
+STORM_HOLDS = (
+    "every node Ready with exactly its cards' ERIs; zero duplicates; zero leaks; no call "
+    "refused for an ERI's state"
+)
 
 
 def _storm(trouble: Trouble, every: float, **cloud: float) -> Callable[[Trials], Awaitable[None]]:

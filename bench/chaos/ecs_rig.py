@@ -87,6 +87,8 @@ async def not_whole(r: Region, nodes: Sequence[tuple[str, InstanceRecord]]) -> s
         listed = {d.network_card_index: d.id for d in dev.devices}
         if len(listed) != CARDS[inst.instance_type] or listed != eris_on(r.emu.world, inst.id):
             return f"{name}: lists {listed}, attached {eris_on(r.emu.world, inst.id)}"
+    if wrong := [f"{a} {c} x{n}" for (a, c), n in r.emu.faults.refused.items() if "State" in c]:
+        return f"calls refused for an ENI's state: {', '.join(wrong)}"
     if extra := duplicates(r.emu.world):
         return f"duplicate ERIs on {extra}"
     if lost := leaked(r.emu.world):

@@ -20,7 +20,8 @@ from erdma.controller.credentials import (
     CredentialSettings,
     build_credential_client,
 )
-from erdma.controller.ecs import EcsCloud, EcsSettings
+from erdma.controller.ecs import EcsCloud
+from erdma.controller.ecs_settings import EcsSettings
 from erdma.controller.sts_token import AddonTokenProvider, parse_token
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GENERAL_ERI, standard_world

@@ -12,7 +12,8 @@ from erdma.controller.credentials import (
     CredentialSettings,
     build_credential_client,
 )
-from erdma.controller.ecs import EcsCloud, EcsSettings
+from erdma.controller.ecs import EcsCloud
+from erdma.controller.ecs_settings import EcsSettings
 from erdma.controller.ratelimit import RetryPolicy, TokenBucket
 
 

@@ -16,10 +16,10 @@ Responses become ``CloudApi`` dataclasses in ``ecs_responses``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from alibabacloud_tea_openapi.models import Config as OpenApiConfig  # type: ignore[import-untyped]
@@ -40,8 +40,9 @@ from erdma.controller.cloud import (
     InstanceTypeCaps,
 )
 from erdma.controller.ecs_errors import classify
+from erdma.controller.ecs_settings import EcsSettings
 from erdma.controller.metrics import ControllerMetrics
-from erdma.controller.ratelimit import RetryPolicy, ThrottleGate, ThrottlePolicy, TokenBucket
+from erdma.controller.ratelimit import ThrottleGate, TokenBucket
 
 PAGE_SIZE = 100  # MaxResults and NetworkInterfaceId.N both cap at 100 per request
 TAG_BATCH = 50  # TagResources accepts at most 50 resource ids
@@ -53,42 +54,8 @@ Resp = TypeVar("Resp")
 ecs_models, EcsClient = ecs_sdk.load()
 
 
-@dataclass(frozen=True)
-class EcsSettings:
-    """Where and how fast to talk to ECS.  ``endpoint`` empty means the region's VPC endpoint."""
-
-    region: str
-    endpoint: str = ""
-    protocol: str = "HTTPS"
-    public_network: bool = False
-    rate_limit: float = 10.0
-    burst: float = 10.0
-    timeout_seconds: float = 10.0
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    throttle: ThrottlePolicy = field(default_factory=ThrottlePolicy)
-    batch_window: float = 0.1
-
-    def __post_init__(self) -> None:
-        if not self.region:
-            raise ValueError("region is empty; set region in the controller config")
-        if self.protocol not in ("HTTPS", "HTTP"):
-            raise ValueError(f"ecsProtocol {self.protocol!r} is invalid; accepted: HTTPS, HTTP")
-        if self.rate_limit <= 0:
-            raise ValueError(f"ecsRateLimit {self.rate_limit!r} is invalid; use calls/s > 0")
-        if self.burst < 1:
-            raise ValueError(f"ecsBurst {self.burst!r} is invalid; use a number >= 1")
-        if self.timeout_seconds <= 0:
-            raise ValueError(f"ecsTimeoutSeconds {self.timeout_seconds!r} is invalid; use > 0")
-        if self.batch_window < 0:
-            raise ValueError(f"batch window {self.batch_window!r} s is invalid; use >= 0")
-
-    @property
-    def resolved_endpoint(self) -> str:
-        """The endpoint actually used."""
-        if self.endpoint:
-            return self.endpoint
-        kind = "ecs" if self.public_network else "ecs-vpc"
-        return f"{kind}.{self.region}.aliyuncs.com"
+class _CarriedOut(Exception):
+    """An earlier try of the call, whose answer was lost, did the work (`EcsCloud._call`)."""
 
 
 class EcsCloud:
@@ -139,12 +106,23 @@ class EcsCloud:
         return RuntimeOptions(read_timeout=ms, connect_timeout=ms, autoretry=False)
 
     async def _call(
-        self, action: str, method: Callable[[Any, RuntimeOptions], Awaitable[Resp]], request: Any
+        self,
+        action: str,
+        method: Callable[[Any, RuntimeOptions], Awaitable[Resp]],
+        request: Any,
+        carried_out: Callable[[], Awaitable[bool]] | None = None,
     ) -> Resp:
+        """Send ``request``, retrying what can be retried; raises `_CarriedOut` when
+        ``carried_out`` says an earlier try whose answer never came (timeout, network error,
+        5xx) did the work."""
         policy = self.settings.retry
         for attempt in range(policy.max_attempts):
-            await self.throttle.wait(action)
-            await self.bucket.acquire()
+            while True:
+                await self.throttle.wait(action)
+                passed = self.throttle.clock()
+                await self.bucket.acquire()
+                if not self.throttle.struck_since(action, passed):
+                    break  # else throttled while this call waited for the rate limit
             started = self.throttle.clock()
             try:
                 response = await method(request, self._runtime())
@@ -157,9 +135,11 @@ class EcsCloud:
                     self.throttle.throttled(action, started)
                 if not error.retryable or attempt + 1 == policy.max_attempts:
                     raise error from exc
-                self.metrics.ecs_retries.labels(action).inc()
                 if not throttled:  # a throttled API waits for its cool-down instead
                     await self._sleep(policy.backoff(attempt, self._rng))
+                    if carried_out is not None and await carried_out():
+                        raise _CarriedOut(action) from exc  # looked before sending again
+                self.metrics.ecs_retries.labels(action).inc()
                 continue
             self.metrics.ecs_answered(action)
             self.throttle.succeeded(action, started)
@@ -315,18 +295,27 @@ class EcsCloud:
         return responses.created_eri(body, instance, card_index, queue_pair_number, tags)
 
     async def attach_eri(self, eni_id: str, instance_id: str, card_index: int) -> None:
-        """AttachNetworkInterface; NetworkCardIndex is sent only when not 0, as ECS expects."""
+        """AttachNetworkInterface; NetworkCardIndex is sent only when not 0, as ECS expects.
+
+        An attach whose answer was lost is looked at before it is sent again: ECS may have
+        carried it out, and would refuse a second one for the ERI's state."""
         request = ecs_models.AttachNetworkInterfaceRequest(
             region_id=self.region,
             network_interface_id=eni_id,
             instance_id=instance_id,
             network_card_index=card_index or None,
         )
-        await self._call(
-            "AttachNetworkInterface",
-            self._client.attach_network_interface_with_options_async,
-            request,
-        )
+
+        async def attaching() -> bool:
+            found = await self._describe(network_interface_id=[eni_id])
+            return any(
+                e.id == eni_id and e.instance_id == instance_id and e.status != ENI_AVAILABLE
+                for e in found
+            )
+
+        client = self._client.attach_network_interface_with_options_async
+        with contextlib.suppress(_CarriedOut):
+            await self._call("AttachNetworkInterface", client, request, carried_out=attaching)
 
     async def convert_primary(self, eni_id: str, queue_pair_number: int) -> None:
         """ModifyNetworkInterfaceAttribute's traffic config to HighPerformance."""

@@ -114,9 +114,9 @@ class ThrottlePolicy:
 
     ECS counts each API on its own; once an API is throttled in minute T it may refuse calls
     until minute T+1, and its guidance is to back off that API and probe it at about one call
-    per second until it answers again. So the first throttle holds the API for ``initial``
-    seconds (jittered to half of it at least), each further one doubles that up to
-    ``maximum``, a success clears it, and while it lasts calls go out one per
+    per second until it answers again. So the first throttle holds the API for ``initial`` to
+    twice ``initial`` seconds (jittered, never less than ``initial``), each further one doubles
+    that up to ``maximum``, a success clears it, and while it lasts calls go out one per
     ``probe_interval``.
     """
 
@@ -161,7 +161,10 @@ class ThrottleGate:
         self.policy = policy
         self.clock = clock
         self._sleep = sleep
-        self._backoff = Backoff(policy.initial, policy.maximum, rng=rng or random.Random())
+        # Backoff jitters down to half its ceiling: a ceiling of twice ``initial`` keeps every
+        # rest at ``initial`` at least
+        ceiling = min(2 * policy.initial, policy.maximum)
+        self._backoff = Backoff(ceiling, policy.maximum, rng=rng or random.Random())
         self._cooling: dict[str, _Cooling] = {}
 
     def cooling(self, action: str) -> float:
@@ -181,6 +184,12 @@ class ThrottleGate:
             await self._sleep(slot - now)
             waited += slot - now
         return waited
+
+    def struck_since(self, action: str, moment: float) -> bool:
+        """Whether ``action`` was throttled after ``moment``: a caller that passed `wait`
+        then and has waited since (for the rate limit) must wait for the cool-down too."""
+        state = self._cooling.get(action)
+        return state is not None and state.struck_at > moment
 
     def throttled(self, action: str, started: float) -> float:
         """ECS throttled a call of ``action`` started at ``started``; returns the cool-down."""

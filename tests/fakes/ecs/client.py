@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from erdma.controller.credentials import CredentialSettings, build_credential_client
-from erdma.controller.ecs import EcsCloud, EcsSettings
+from erdma.controller.ecs import EcsCloud
+from erdma.controller.ecs_settings import EcsSettings
 from erdma.controller.ratelimit import RetryPolicy, ThrottlePolicy
 from tests.fakes.ecs.server import DEFAULT_ACCESS_KEY_ID, DEFAULT_ACCESS_KEY_SECRET, EcsEmulator
 from tests.fakes.ecs.state import EcsWorld, InstanceType

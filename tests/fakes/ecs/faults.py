@@ -77,6 +77,9 @@ class FaultPlan:
         self._faults: list[Fault] = []
         self.calls: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
+        #: (action, code) of calls the world itself refused (an ENI in the wrong state, no
+        #: room on a card): what the controller asked for that ECS would not do
+        self.refused: Counter[tuple[str, str]] = Counter()
         self.log: list[Received] = []
 
     @property

@@ -161,7 +161,11 @@ class EcsEmulator(AsyncService):
                     403,
                 )
             with self.world.lock:
-                result = handler(self.world, params)
+                try:
+                    result = handler(self.world, params)
+                except EcsApiError as exc:
+                    self.faults.refused[(action, exc.code)] += 1
+                    raise
             if admission.answer_delay > 0:
                 await asyncio.sleep(admission.answer_delay)
         except EcsApiError as exc:

@@ -1,0 +1,43 @@
+"""An attach whose answer was lost is looked at before it is sent again.
+
+ECS carries the AttachNetworkInterface out at once but its answer comes after the client's
+timeout (the ECS emulator's ``answer_delay``). The controller used to send the attach again,
+and ECS refused it with ``InvalidOperation.InvalidEniState``: the ERI was already attaching.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from tests.fakes.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, cloud_for
+from tests.integration.controller_rig import running_controller
+from tests.integration.controller_support import add_node, eventually, ready_device
+
+pytest_plugins = ["tests.integration.conftest_kubeapi", "tests.integration.conftest_controller"]
+
+ATTACH = "AttachNetworkInterface"
+
+
+async def test_an_attach_answered_too_late_is_not_sent_again(kube_api, k8s, emu):
+    emu.faults.inject(ATTACH, answer_delay=2.0, times=1)
+    cloud = cloud_for(emu, timeout_seconds=0.5)
+    async with running_controller(kube_api.kubeconfig, cloud):
+        name = await add_node(k8s, emu.world.add_instance(GPU_TWO_CARDS.name))
+        await eventually(lambda: ready_device(k8s, name), timeout=60)
+    assert emu.faults.refused == {}, "ECS refused a call for the ERI's state"
+    assert cloud.metrics.value("erdma_controller_ecs_retries_total", action=ATTACH) == 0
+
+
+async def test_every_attach_answered_too_late_still_ends_ready_without_a_refusal(
+    kube_api, k8s, emu
+):
+    emu.faults.inject(ATTACH, answer_delay=1.0, times=4)
+    cloud = cloud_for(emu, timeout_seconds=0.5)
+    async with running_controller(kube_api.kubeconfig, cloud):
+        nodes = [
+            await add_node(k8s, emu.world.add_instance(kind))
+            for kind in (GPU_TWO_CARDS.name, GENERAL_ERI.name)
+        ]
+        for name in nodes:
+            await eventually(partial(ready_device, k8s, name), timeout=60)
+    assert emu.faults.refused == {}, "ECS refused a call for the ERI's state"
