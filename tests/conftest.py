@@ -19,6 +19,8 @@ init_grpc_aio()
 
 #: test modules beside test_engine_*.py that use the machine's one containerd
 MACHINE_WIDE = {"test_dra_claim_flow.py"}
+#: test modules whose tests each start their own servers: each test is a unit of its own
+EACH_TEST_APART = {"test_fault_suite.py"}
 
 
 def xdist_scope(nodeid: str) -> str:
@@ -27,6 +29,7 @@ def xdist_scope(nodeid: str) -> str:
     A module's tests stay together, so module-scoped servers start once. The tests of the
     container engines (one CDI directory and one containerd for the machine) and of the real
     kubelet (one node) each form one unit: they use machine-wide state, serialised anyway.
+    The fault suite's scenarios each set up their own servers, so they spread over workers.
     """
     module = nodeid.split("::", 1)[0]
     path = Path(module)
@@ -34,6 +37,8 @@ def xdist_scope(nodeid: str) -> str:
         return "e2e"
     if path.name.startswith("test_engine_") or path.name in MACHINE_WIDE:
         return "engines"
+    if path.name in EACH_TEST_APART:
+        return nodeid
     return module
 
 

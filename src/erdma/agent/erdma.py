@@ -12,6 +12,7 @@ without a word, and an oversized one reaches kubelet as nothing at all.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -114,21 +115,22 @@ class ErdmaPlugin(ResourcePlugin):
 
     def _within_limit(self, devices: list[PluginDevice]) -> tuple[PluginDevice, ...]:
         """The list, or nothing when kubelet could not receive it (logged once per change)."""
-        size = list_message_size(devices)
-        refusal = ""
-        if size > KUBELET_MAX_MESSAGE_BYTES:
-            slots = self.policy.slots_per_device
-            refusal = (
-                f"{self.resource_name}: advertising no devices: {len(self._exposed)} devices x "
-                f"{slots} slots make a ListAndWatch message of {size} bytes, over kubelet's "
-                f"{KUBELET_MAX_MESSAGE_BYTES}-byte gRPC limit; lower slotsPerDevice to "
-                f"{max(1, slots * KUBELET_MAX_MESSAGE_BYTES // size)} or less, or expose fewer "
-                "devices (exposedLocalERIs)"
-            )
+        refusal = _too_large(self.resource_name, devices, len(self._exposed), self.policy)
         if refusal and refusal != self._refusal:
-            log.error(refusal)
+            log.error(f"{self.resource_name}: advertising no devices: {refusal}")
         self._refusal = refusal
         return () if refusal else tuple(devices)
+
+    def never_servable(self, devices: Sequence[RdmaDevice]) -> str:
+        """Why kubelet could never receive the list of ``devices`` (all healthy, as many slots
+        as configured), or "": the agent refuses such a configuration at start."""
+        listed: list[PluginDevice] = []
+        for device in devices:
+            with contextlib.suppress(ValueError):  # a name too long is never listed anyway
+                ids = slot_ids(device.name, self.policy.slots_per_device)
+                numa = () if device.numa_node is None else (device.numa_node,)
+                listed.extend(PluginDevice(i, True, numa) for i in ids)
+        return _too_large(self.resource_name, listed, len(devices), self.policy)
 
     def _build_list(self) -> list[PluginDevice]:
         devices: list[PluginDevice] = []
@@ -244,3 +246,19 @@ class ErdmaPlugin(ResourcePlugin):
         """The PNETID of the device behind a slot ID (for SMC-R in PreStartContainer)."""
         device = self._exposed.get(device_of(device_id))
         return device.pnetid if device else None
+
+
+def _too_large(
+    resource: str, listed: Sequence[PluginDevice], count: int, policy: ErdmaPolicy
+) -> str:
+    """Why a ListAndWatch message of ``listed`` (``count`` devices) exceeds kubelet's limit."""
+    size = list_message_size(listed)
+    if size <= KUBELET_MAX_MESSAGE_BYTES:
+        return ""
+    slots = policy.slots_per_device
+    return (
+        f"{resource}: {count} devices x {slots} slots make a ListAndWatch message of {size} "
+        f"bytes, over kubelet's {KUBELET_MAX_MESSAGE_BYTES}-byte gRPC limit; lower "
+        f"slotsPerDevice to {max(1, slots * KUBELET_MAX_MESSAGE_BYTES // size)} or less, or "
+        "expose fewer devices (exposedLocalERIs)"
+    )

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
+from erdma.agent import startup
 from erdma.agent.cdi_spec import NodeCdiSpec
 from erdma.agent.config import AgentConfig, ConfigError
 from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy, PreStartHook
 from erdma.agent.events import NodeEvents
-from erdma.agent.exposure import Exposure, by_macs, parse_rules, select
+from erdma.agent.exposure import by_macs, parse_rules, select
 from erdma.agent.health import device_health
 from erdma.agent.metrics import AgentMetrics
 from erdma.agent.nccl import nccl_env
@@ -76,7 +77,7 @@ class Agent:
         self.metrics = AgentMetrics(self.registry)
         self.cdi_spec = NodeCdiSpec(config.cdi_spec_dir, on_failure=self._cdi_unwritable)
         self._overlap = ""
-        self.exposure = self._exposure()
+        self.exposure = startup.initial_exposure(config)
         self.snapshot = scan(config.host_root)
         self.runner = runner or Runner(host_namespace=config.host_namespace)
         self.mode, self.mode_reason = choose_mode(config.prefer_driver, self.snapshot.gpus)
@@ -119,6 +120,8 @@ class Agent:
             self.plugins.insert(0, self.erdma)
         self.dra = self._dra_driver() if config.dra.enabled else None
         self._publish(self.snapshot)
+        if ERDMA_RESOURCE in config.resources:
+            startup.refuse_never_servable(config, self.snapshot, self.exposure, self.erdma)
         self.manager = PluginManager(
             self.plugins,
             registry=self.registry,
@@ -177,20 +180,6 @@ class Agent:
         if self.dra is not None:
             exposed = self.erdma.policy.exposure.select(snapshot.erdma_devices)
             self.dra.publish(snapshot, exposed={d.name for d in exposed})
-
-    def _exposure(self) -> Exposure:
-        """Local mode picks devices by `exposedLocalERIs` (a bad entry fails at start); Regular
-        mode exposes nothing until the controller's ERdmaDevice for this node is Ready."""
-        if not self.config.local_eri_discovery:
-            return by_macs((), "Regular mode: waiting for this node's ERdmaDevice to be Ready")
-        exposure = select(parse_rules(self.config.exposed_local_eris), self.config.instance_id)
-        log.info("local mode device selection", extra={"rule": exposure.reason})
-        return exposure
-
-    def _needs_instance_id(self) -> bool:
-        """Only entries naming an instance need to know which instance this is."""
-        rules = parse_rules(self.config.exposed_local_eris)
-        return not self.config.instance_id and any(not r.wildcard for r in rules)
 
     def _nccl_env(self, devices: Sequence[RdmaDevice]) -> dict[str, str]:
         return nccl_env(devices, self.mode, self.config.nccl).envs
@@ -367,7 +356,11 @@ class Agent:
             tasks.append(SupervisedTask("regular mode", self._regular_mode, forever=False))
         elif serves_eris:
             tasks.append(SupervisedTask("local mode", self._local_mode))
-        if serves_eris and self.config.local_eri_discovery and self._needs_instance_id():
+        if (
+            serves_eris
+            and self.config.local_eri_discovery
+            and startup.needs_instance_id(self.config)
+        ):
             tasks.append(SupervisedTask("instance id", self._local_instance_id, forever=False))
         return tasks
 
