@@ -61,7 +61,9 @@ AGENT_CASES = (
     AgentCase("mlx5_0", "uverbs/ibdev", "symlink loop"),
     AgentCase("erdma_1", "ports/1/phys_state", "non-UTF-8"),
 )
-SHORT_AGENT_CASES = 2
+#: the short run (make test) takes every agent case too: with two of them a device left out
+#: without a word (its MAC unreadable) went unnoticed until a full run
+SHORT_AGENT_CASES = len(AGENT_CASES)
 
 
 class DacLessNode(SimulatedNode):

@@ -82,8 +82,21 @@ class LocalBringUp:
             self._logged.pop("primary", None)
         return self._primary
 
+    def _without_mac(self, selected: Sequence[RdmaDevice]) -> None:
+        """Say once per device why one whose MAC cannot be read is left out: its netdev, and
+        so whether it is up, cannot be found."""
+        for device in selected:
+            topic = f"no mac {device.name}"
+            if device.mac:
+                self._logged.pop(topic, None)
+            elif topic not in self._logged:
+                self._logged[topic] = device.name
+                reason = "its MAC address cannot be read from sysfs, so its netdev cannot be found"
+                log.warning("device not exposed", extra={"device": device.name, "reason": reason})
+
     async def apply(self, selected: Sequence[RdmaDevice]) -> tuple[frozenset[str], bool]:
         """The MACs of ``selected`` to expose, and False when a bring-up has to be retried."""
+        self._without_mac(selected)
         macs = {d.mac.lower() for d in selected if d.mac}
         here = await asyncio.to_thread(present_macs, macs, self.netns)
         elsewhere = frozenset(macs - here)
