@@ -25,6 +25,7 @@ from typing import Any
 import aiohttp
 import yaml
 from lightkube import AsyncClient, KubeConfig
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.chaos.framework import Trials, scenario, stopwatch
 from tests.fakes.ecs import DEFAULT_ACCESS_KEY_ID, DEFAULT_ACCESS_KEY_SECRET, EcsEmulator
@@ -115,6 +116,19 @@ class ControllerProcess:
                 return dict(await resp.json()) if resp.status == 200 else None
         except (aiohttp.ClientError, OSError, ValueError):
             return None
+
+    async def metric(self, name: str, **labels: str) -> float:
+        """The value of a sample of its Prometheus ``/metrics`` (0 when absent)."""
+        url = f"http://127.0.0.1:{self.health_port}/metrics"
+        async with aiohttp.ClientSession() as session, session.get(url) as resp:
+            text = await resp.text()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(
+                    sample.labels.get(k) == v for k, v in labels.items()
+                ):
+                    return float(sample.value)
+        return 0.0
 
     async def leading(self) -> bool:
         return bool((await self.health() or {}).get("leader"))

@@ -1,11 +1,13 @@
-"""A slow API server and a failing watch under the real `erdma controller` process.
+"""A slow API server, a failing watch and refused writes under the real `erdma controller`.
 
 The controller runs as its own process with leader election on the chart's default 15 s lease
 and reaches the real kube-testserver only through `ApiFaultProxy`, which delays every request
-(2 s or 3 s) or answers the Node watch itself. Held means: the process never exited, it never
-lost its lease, and every Node became Ready. A slow server used to be an outage: at 2 s per
-request the leader lost its lease about every 10 s and no Node of 200 became Ready in 10
-minutes; a watch answered 410 Gone ended the process.
+(2 s or 3 s), answers the Node watch itself, or turns ERdmaDevice writes away (429 with
+Retry-After, 500, a load balancer's 503 page, 409). Held means: the process never exited, it
+never lost its lease, and every Node became Ready (and, for refused writes, no reconcile
+counted as crashed). A slow server used to be an outage: at 2 s per request the leader lost its
+lease about every 10 s and no Node of 200 became Ready in 10 minutes; a watch answered 410 Gone
+ended the process; a 503 page counted as a crash, logged with a traceback.
 """
 
 from __future__ import annotations
@@ -15,13 +17,21 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
+from aiohttp import web
 from lightkube import AsyncClient
 
 from bench.chaos.apiserver_faults import ControllerProcess, backdrop
 from bench.chaos.framework import Trials, scenario, stopwatch
+from erdma.kube import crd
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GENERAL_ERI
-from tests.integration.api_fault_proxy import ApiFaultProxy, Rule, status_answer, watch_of
+from tests.integration.api_fault_proxy import (
+    ApiFaultProxy,
+    Rule,
+    status_answer,
+    text_answer,
+    watch_of,
+)
 from tests.integration.controller_support import add_node, eventually, ready_device
 
 LEASE_SECONDS = 15.0  # the chart's default: renewDeadline 10 s, retryPeriod 2 s
@@ -135,4 +145,47 @@ async def watch_errors(trials: Trials) -> None:
                         problems.append(f"a Node added during {code} was not Ready in 120 s")
                 took = elapsed()
             problems += _problems(env)
+            trials.check(not problems, "; ".join(problems), took)
+
+
+REFUSALS = (
+    status_answer(429, "TooManyRequests", {"Retry-After": "1"}),
+    status_answer(500, "InternalError"),
+    text_answer(503, "<html><body>503 Service Unavailable</body></html>"),
+    status_answer(409, "AlreadyExists"),
+)
+DEVICES = f"/apis/{crd.GROUP}/{crd.VERSION}/{crd.PLURAL}"
+RECONCILES = "erdma_controller_reconciles_total"
+
+
+def _device_write(request: web.Request) -> bool:
+    return request.method in ("POST", "PATCH") and request.path.startswith(DEVICES)
+
+
+@scenario(
+    "ERdmaDevice writes answered 429/500/503 page/409, 3 of each",
+    area="controller",
+    full=3,
+    short=1,
+    holds="no exit; no reconcile counted as crashed; every Node Ready",
+)
+async def refused_writes(trials: Trials) -> None:
+    async with slow_cluster() as env:
+        for _ in range(trials.count):
+            with stopwatch() as elapsed:
+                rules = [env.proxy.add(Rule(_device_write, a, times=3)) for a in REFUSALS]
+                names = [
+                    await add_node(env.client, env.emu.world.add_instance(GENERAL_ERI.name))
+                    for _ in range(4)
+                ]
+                ready = [await _ready_within(env.client, name, 120) for name in names]
+                took = elapsed()
+            env.proxy.clear()
+            problems = _problems(env)
+            if (refused := sum(r.hits for r in rules)) < 3 * len(rules):
+                problems.append(f"only {refused} of {3 * len(rules)} writes were turned away")
+            if not all(ready):
+                problems.append(f"{ready.count(False)} of {len(names)} Nodes not Ready in 120 s")
+            if crashed := await env.controller.metric(RECONCILES, result="crashed"):
+                problems.append(f"{crashed:.0f} reconciles counted as crashed")
             trials.check(not problems, "; ".join(problems), took)
