@@ -79,11 +79,13 @@ class TokenBucket:
         rather than each queueing for a request of its own.
         """
         await self._wait(wait)
-        token = _BOOKED.set(True)
+        _BOOKED.set(True)
         try:
             yield
         finally:
-            _BOOKED.reset(token)
+            # set, not reset with a token: a pending batch's coroutine closed at shutdown runs
+            # this outside its task's context, where a token from inside it is refused
+            _BOOKED.set(False)
 
 
 @dataclass(frozen=True)
