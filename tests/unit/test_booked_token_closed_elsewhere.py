@@ -5,6 +5,7 @@ that cleanup's error surfaced as "Future exception was never retrieved" with a t
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Generator
 
 from erdma.controller.ratelimit import TokenBucket
 
@@ -28,5 +29,5 @@ def test_a_booked_coroutine_closed_in_another_context_cleans_up_quietly() -> Non
 class _Suspend:
     """An awaitable that suspends once (a fetch still in flight)."""
 
-    def __await__(self):  # type: ignore[no-untyped-def]
+    def __await__(self) -> Generator[None, None, None]:
         yield
