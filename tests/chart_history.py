@@ -81,6 +81,24 @@ def previous_version() -> ChartVersion:
     raise NoHistory(f"no commit holds a {CHART_PATH} that differs from the checkout's")
 
 
+def every_version() -> list[tuple[str, ChartVersion]]:
+    """(Chart.yaml version, its newest commit's chart) of every version in git history that
+    differs from the checkout's, newest first; NoHistory if there is none."""
+    current = _checkout_files()
+    found: dict[str, ChartVersion] = {}
+    for commit in _git("log", "--format=%H", "--", CHART_PATH).decode().split():
+        meta = yaml.safe_load(_git("show", f"{commit}:{CHART_PATH}/Chart.yaml"))
+        version = str(meta["version"])
+        if version in found:
+            continue
+        files = _files_at(commit)
+        if files != current:
+            found[version] = ChartVersion(commit, files)
+    if not found:
+        raise NoHistory(f"no commit holds a {CHART_PATH} that differs from the checkout's")
+    return list(found.items())
+
+
 def reuse_values_chart(dest: Path, previous: Path, user_values: dict[str, object]) -> Path:
     """This chart as `helm upgrade --reuse-values` renders it over a release of ``previous``:
     Helm replaces the new chart's values.yaml with the old chart's defaults coalesced with the

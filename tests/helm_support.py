@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import helm_python
 import yaml
+from helm_python import _native
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHART_DIR = REPO_ROOT / "deploy" / "helm" / "erdma-controller"
@@ -23,10 +24,12 @@ ACCESS_KEY = {"credentials": {"type": "access_key", "accessKeyID": "ak", "access
 
 @dataclass(frozen=True)
 class Rendered:
-    """Every object one `helm template` would produce, CRDs included."""
+    """Every object one `helm template` would produce, CRDs included, and the NOTES Helm
+    prints after an install or upgrade."""
 
     objects: tuple[dict[str, Any], ...]
     namespace: str
+    notes: str = ""
 
     def all(self, kind: str) -> list[dict[str, Any]]:
         return [o for o in self.objects if o["kind"] == kind]
@@ -88,15 +91,33 @@ def render(
     chart_dir: Path = CHART_DIR,
     *,
     upgrade: bool = False,
+    kube_version: str | None = None,
+    api_versions: Sequence[str] = (),
 ) -> Rendered:
     """Render templates and CRDs (of this chart, or another version at ``chart_dir``); Helm
-    errors (schema, `fail`) propagate with their message."""
+    errors (schema, `fail`) propagate with their message. ``kube_version`` and ``api_versions``
+    are `helm template --kube-version/--api-versions`: the cluster the chart is rendered for
+    (default: the Helm library's own Kubernetes version, no extra API versions)."""
+    opts: dict[str, Any] = {
+        "name": RELEASE,
+        "namespace": namespace,
+        "is_install": not upgrade,
+        "is_upgrade": upgrade,
+    }
+    if kube_version is not None:
+        opts["kube_version"] = kube_version
+    if api_versions:
+        opts["api_versions"] = list(api_versions)
     with helm_python.Chart.load(chart_dir) as chart:
-        manifests = chart.render(dict(values), name=RELEASE, namespace=namespace,
-                                 is_install=not upgrade, is_upgrade=upgrade)  # fmt: skip
+        # Chart.render has no capability arguments; helm_render, which it wraps, takes them
+        args = (chart._raw(), json.dumps(dict(values)), json.dumps(opts))
+        answer = _native.call_string("helm_render", *args)
         crds = [c["data"] for c in chart.crds]
-    objects = [doc for text in [*crds, *manifests.values()] for doc in _documents(text)]
-    return Rendered(tuple(objects), namespace)
+    manifests: dict[str, str] = json.loads(answer)
+    notes = "".join(t for path, t in manifests.items() if path.endswith("/NOTES.txt"))
+    texts = [t for path, t in manifests.items() if not path.endswith("/NOTES.txt")]
+    objects = [doc for text in [*crds, *texts] for doc in _documents(text)]
+    return Rendered(tuple(objects), namespace, notes)
 
 
 def chart_defaults(chart_dir: Path = CHART_DIR) -> dict[str, Any]:

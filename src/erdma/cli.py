@@ -19,6 +19,7 @@ COMMANDS = {
     "devices": "erdma.tools.devices:devices_command",
     "docker": "erdma.tools.docker:docker_group",
     "doctor": "erdma.tools.doctor:doctor_command",
+    "driver": "erdma.agent.driver_main:driver_group",
     "drop-finalizers": "erdma.tools.finalizers:drop_finalizers_command",
     "sim": "erdma.tools.sim:sim_command",
     "smc": "erdma.tools.smc:smc_group",

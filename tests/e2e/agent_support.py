@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,17 @@ class Agent:
     @property
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_times(self, message: str) -> list[float]:
+        """Wall-clock times of the agent's log lines whose message is ``message``."""
+        out = []
+        for line in self.log.splitlines():
+            if message not in line or not line.startswith("{"):
+                continue
+            entry = json.loads(line)
+            if entry.get("msg") == message:
+                out.append(datetime.fromisoformat(entry["ts"].replace("Z", "+00:00")).timestamp())
+        return out
 
     def device_numbers(self) -> dict[str, tuple[int, int]]:
         return fixture_device_numbers(self.host.root)

@@ -36,6 +36,15 @@ SCHEDULER_TOOL = TOOLS / "kube-scheduler"
 STATE_ROOT = Path("/var/tmp/kubelet-test")
 SLOTS = 8
 DEADLINE = 60.0
+#: measured figures go here (and to stdout): reported, never asserted against a bound
+MEASUREMENTS = STATE_ROOT / "erdma-e2e-measurements.txt"
+
+
+def record(text: str) -> None:
+    """Report a measured figure: printed, and appended to ``MEASUREMENTS`` with the time."""
+    print(text)
+    with open(MEASUREMENTS, "a") as out:
+        out.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
 
 
 def wait_for(check: Callable[[], T | None], what: str, timeout: float = DEADLINE) -> T:

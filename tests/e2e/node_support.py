@@ -12,6 +12,7 @@ from tests.e2e.kubelet_support import Api, KubeletNode, node_resource, wait_for
 from tests.e2e.pods_support import PODS, Seen, run_pod
 
 SERVED = ("aliyun/erdma", "rdma/hca")
+RESOURCE = "/apis/resource.k8s.io/v1"
 
 
 class Node:
@@ -54,6 +55,15 @@ class Node:
             lambda: node_resource(self.api, self.kubelet.node, resource) == (count, count),
             f"{resource} {count} in the Node's capacity and allocatable",
         )
+
+    def slices(self, driver: str) -> list[dict[str, Any]]:
+        """This node's ResourceSlices of ``driver``, as the API server stores them."""
+        items = self.api.get(f"{RESOURCE}/resourceslices")["items"]
+        return [
+            s
+            for s in items
+            if s["spec"].get("driver") == driver and s["spec"].get("nodeName") == self.kubelet.node
+        ]
 
     def run(self, manifest: Mapping[str, Any]) -> tuple[dict[str, Any], Seen]:
         """Create a pod (deleted at the end of the test) and wait for its container's report."""

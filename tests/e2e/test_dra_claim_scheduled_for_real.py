@@ -16,23 +16,13 @@ import pytest
 
 from erdma.host.devices import scan
 from tests.e2e.kubelet_support import Scheduler, wait_for
-from tests.e2e.node_support import Node
+from tests.e2e.node_support import RESOURCE, Node
 from tests.e2e.pods_support import NAMESPACE, PODS, pod_manifest, unique
 
 pytestmark = pytest.mark.root
 DRIVER = "erdma.aliyun.com"
-RESOURCE = "/apis/resource.k8s.io/v1"
 CLAIMS = f"{RESOURCE}/namespaces/{NAMESPACE}/resourceclaims"
 WANTED = "erdma_1"
-
-
-def _slices(node: Node) -> list[dict[str, Any]]:
-    items = node.api.get(f"{RESOURCE}/resourceslices")["items"]
-    return [
-        s
-        for s in items
-        if s["spec"].get("driver") == DRIVER and s["spec"].get("nodeName") == node.kubelet.node
-    ]
 
 
 def _claim(name: str) -> dict[str, Any]:
@@ -74,7 +64,7 @@ def test_scheduler_allocates_kubelet_prepares_container_sees_device(
     wait_for(lambda: "DRA driver registered with kubelet" in agent.log, "DRA registration")
     # the first generation may be empty (published before the first scan): wait for both
     published = wait_for(
-        lambda: [s for s in _slices(node) if len(s["spec"].get("devices") or []) == 2],
+        lambda: [s for s in node.slices(DRIVER) if len(s["spec"].get("devices") or []) == 2],
         "our ResourceSlice with both devices",
     )
 

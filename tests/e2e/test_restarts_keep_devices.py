@@ -5,34 +5,24 @@ ever given to two pods."""
 
 from __future__ import annotations
 
-import json
-import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.e2e.agent_support import Agent
-from tests.e2e.kubelet_support import STATE_ROOT, wait_for
+from tests.e2e.kubelet_support import record, wait_for
 from tests.e2e.node_support import Node
 from tests.e2e.pods_support import PODS, pod_manifest, unique
 
 pytestmark = pytest.mark.root
 ERDMA = "aliyun/erdma"
-#: measured figures go here (and to stdout): reported, never asserted against a bound
-MEASUREMENTS = STATE_ROOT / "erdma-e2e-measurements.txt"
 
 
 def _registrations(agent: Agent) -> list[float]:
     """Wall-clock times of the agent's "registered with kubelet" log lines."""
-    out = []
-    for line in agent.log.splitlines():
-        if '"registered with kubelet"' in line:
-            stamp = json.loads(line)["ts"].replace("Z", "+00:00")
-            out.append(datetime.fromisoformat(stamp).timestamp())
-    return out
+    return agent.log_times("registered with kubelet")
 
 
 def _held(node: Node) -> dict[str, list[str]]:
@@ -68,12 +58,6 @@ def _identity(path: Path) -> tuple[int, int]:
 def _assert_no_slot_twice(held: dict[str, list[str]]) -> None:
     every = [i for ids in held.values() for i in ids]
     assert len(every) == len(set(every)), held
-
-
-def _record(text: str) -> None:
-    print(text)
-    with open(MEASUREMENTS, "a") as out:
-        out.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
 
 
 def _new_pod(node: Node, slots: str = "1") -> dict[str, Any]:
@@ -126,7 +110,7 @@ def test_kubelet_restart_keeps_pods_and_the_agent_re_registers(node: Node) -> No
     again = wait_for(
         lambda: _registrations(before.agent)[before.registrations :], "re-registration"
     )
-    _record(f"agent re-registered {again[0] - created:.3f}s after the new kubelet.sock")
+    record(f"agent re-registered {again[0] - created:.3f}s after the new kubelet.sock")
     node.wait_allocatable(ERDMA, 2 * before.slots)
     _assert_kept(node, before, _new_pod(node))
 

@@ -33,13 +33,14 @@ _FUNCTIONS: dict[str, CELFunction] = {"join": _join}
 
 @dataclass(frozen=True)
 class Request:
-    """One admission request for a namespaced core/v1 object (a pod, unless told)."""
+    """One admission request for a namespaced v1 object (a core pod, unless told)."""
 
     object: Mapping[str, Any]
     operation: str = "CREATE"
     namespace: str = "ml"
     kind: str = "Pod"
     resource: str = "pods"
+    group: str = ""
 
     def cel(self) -> dict[str, Any]:
         """The `request` variable of admission CEL."""
@@ -47,8 +48,8 @@ class Request:
             "operation": self.operation,
             "namespace": self.namespace,
             "name": (self.object.get("metadata") or {}).get("name", ""),
-            "kind": {"group": "", "version": "v1", "kind": self.kind},
-            "resource": {"group": "", "version": "v1", "resource": self.resource},
+            "kind": {"group": self.group, "version": "v1", "kind": self.kind},
+            "resource": {"group": self.group, "version": "v1", "resource": self.resource},
         }
 
 
@@ -69,7 +70,7 @@ def evaluate(expression: str, activation: Mapping[str, Any]) -> Any:
 def _matches(rules: Iterable[Mapping[str, Any]], request: Request) -> bool:
     return any(
         request.operation in rule["operations"]
-        and "" in rule["apiGroups"]
+        and request.group in rule["apiGroups"]
         and request.resource in rule["resources"]
         for rule in rules
     )

@@ -166,6 +166,11 @@ class ApiFaultProxy:
         assert self._loop is not None
         await self._loop.run(self._end_streams())
 
+    def watching(self, path: str) -> bool:
+        """Whether a watch of ``path`` is open through the proxy now (so `end_watches` ends
+        it); a watch is recorded in `seen` only when it ends."""
+        return any(upstream.url.path == path for upstream in list(self._streams))
+
     def requests(self, path: str, *, watch: bool) -> list[Seen]:
         return [s for s in list(self.seen) if s.path == path and s.watch == watch]
 

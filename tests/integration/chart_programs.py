@@ -9,12 +9,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from erdma.agent.config import AgentConfig, build_config
+from erdma.agent.driver_main import prepare_command
 from erdma.agent.main import agent_command
 from erdma.controller.config import ControllerConfig, load_config
 from erdma.controller.credentials import CredentialSettings, build_credential_client
 from erdma.controller.main import controller_command
 from tests.helm_support import Rendered
-from tests.integration.helm_cases import CONTROLLER, NODE_A, mounted_agent_config
+from tests.integration.helm_cases import AGENT, CONTROLLER, DRIVER, NODE_A, mounted_agent_config
 
 RRSA_ENV = {
     "ALIBABA_CLOUD_ROLE_ARN": "acs:ram::1:role/erdma",
@@ -30,6 +31,29 @@ def agent_loads(out: Rendered, name: str, tmp_path: Path) -> AgentConfig:
     ctx = agent_command.make_context("agent", args)
     mounted = mounted_agent_config(out, name, tmp_path, Path(ctx.params.pop("config_file")).name)
     return build_config(mounted, environ=NODE_A, flags=ctx.params)
+
+
+#: the settings node preparation uses: the driver DaemonSet's, where the chart renders one
+PREPARATION = ("prepare_node", "host_namespace", "driver_installer", "driver_install_command")
+
+
+def node_loads(out: Rendered, tmp_path: Path) -> AgentConfig:
+    """The agent's settings with the node preparation the node gets: the agent's own (charts
+    before the driver DaemonSet) or `erdma driver prepare`'s, from its init container's
+    arguments and mounted file."""
+    agent = agent_loads(out, AGENT, tmp_path / "agent")
+    if out.find("DaemonSet", DRIVER) is None:
+        return agent
+    (init,) = out.get("DaemonSet", DRIVER)["spec"]["template"]["spec"]["initContainers"]
+    args = [str(a) for a in init["args"][2:]]
+    ctx = prepare_command.make_context("prepare", args)
+    name = Path(ctx.params.pop("config_file")).name
+    ctx.params.pop("state_file")
+    mounted = tmp_path / "driver" / name
+    mounted.parent.mkdir(parents=True, exist_ok=True)
+    mounted.write_text(out.config_file(AGENT, name))
+    driver = build_config(mounted, environ=NODE_A, flags=ctx.params)
+    return agent.model_copy(update={key: getattr(driver, key) for key in PREPARATION})
 
 
 def controller_loads(

@@ -6,6 +6,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from lightkube import AsyncClient
+from lightkube.resources.resource_v1 import ResourceSlice
+
 from erdma.agent.health import device_health
 from erdma.dra import DraConfig, DraDriver
 from erdma.dra.names import DRIVER_NAME
@@ -81,3 +84,14 @@ def new_driver(
     )
     driver.publish(scan(host.root))
     return driver
+
+
+async def slices_of(k8s: AsyncClient, node: str, driver: str = DRIVER_NAME) -> list[dict]:
+    """``node``'s ResourceSlices of ``driver`` as the API server stores them."""
+    fields: dict[str, Any] = {"spec.nodeName": node, "spec.driver": driver}
+    return [s.to_dict() async for s in k8s.list(ResourceSlice, fields=fields)]
+
+
+def by_name(slice_: dict) -> dict[str, dict]:
+    """A slice's devices by name."""
+    return {d["name"]: d for d in slice_["spec"].get("devices") or []}

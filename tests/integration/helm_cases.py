@@ -14,6 +14,7 @@ from tests.helm_support import (
 )
 
 AGENT = "alibabacloud-erdma-agent"
+DRIVER = "alibabacloud-erdma-driver"
 CONTROLLER = "alibabacloud-erdma-controller"
 SHARED = "ack-rdma-dp-ds"
 
@@ -40,7 +41,8 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
                 "agent": {"preferDriver": "default", "slotsPerDevice": 50, "jumboFrameMTU": 9000},
                 "config": {"region": "cn-hangzhou"},
                 "smcr": {"mode": "webhook"},
-                "sharedRdma": {"enabled": True, "capacity": 500},
+                # the rdma/hca rule as the controller's webhook, not the admission policy
+                "sharedRdma": {"enabled": True, "capacity": 500, "admissionPolicy": False},
                 "nodeSelector": {"erdma.alibabacloud.com/enabled": "true"},
                 "webhookFailurePolicy": "Fail",
             },
@@ -113,3 +115,14 @@ def mounted_agent_config(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+def driver_config(out: Rendered, tmp_path: Path) -> AgentConfig:
+    """What the driver DaemonSet's `erdma driver prepare --config` makes of its file, on node-a."""
+    (init,) = out.get("DaemonSet", DRIVER)["spec"]["template"]["spec"]["initContainers"]
+    args = [str(a) for a in init["args"]]
+    name = Path(args[args.index("--config") + 1]).name
+    path = tmp_path / DRIVER / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(out.config_file(AGENT, name))
+    return build_config(path, environ=NODE_A)

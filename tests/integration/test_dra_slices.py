@@ -10,15 +10,11 @@ drivers' slices never touched, and this node's slices deleted when the driver st
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pytest
 from lightkube import AsyncClient, KubeConfig
-from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
 from lightkube.resources.resource_v1 import ResourceSlice
 
@@ -27,44 +23,19 @@ from erdma.dra.names import DRIVER_NAME, PCIE_ROOT_ATTRIBUTE
 from erdma.dra.slices import FIELD_MANAGER
 from erdma.host.devices import scan
 from erdma.sim import fakehost
-from tests.fakes.kubeapi import KubeApiServer
-from tests.integration.dra_support import new_driver
+from tests.integration.dra_support import by_name, new_driver, slices_of
 from tests.integration.proxy_support import CuttableProxy, proxied_kubeconfig
 
-pytest_plugins = ["tests.integration.conftest_kubeapi"]
-
-
-@pytest.fixture
-async def k8s(kube_api: KubeApiServer) -> AsyncIterator[AsyncClient]:
-    client = AsyncClient(KubeConfig.from_file(kube_api.kubeconfig), field_manager="test")
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-async def node(k8s: AsyncClient) -> AsyncIterator[str]:
-    name = f"dra-{uuid.uuid4().hex[:8]}"
-    await k8s.create(Node(metadata=ObjectMeta(name=name)))
-    yield name
-    await k8s.delete(Node, name)
-    async for s in k8s.list(ResourceSlice, fields={"spec.nodeName": name}):
-        assert s.metadata is not None and s.metadata.name
-        await k8s.delete(ResourceSlice, s.metadata.name)
+pytest_plugins = [
+    "tests.integration.conftest_kubeapi",
+    "tests.integration.conftest_dra_api",
+]
 
 
 def gpu_host(root: Path) -> fakehost.FakeHost:
     """eRDMA on roots pci0000:00 and pci0000:80, one GPU behind each of the same roots."""
     spec = replace(fakehost.erdma_node(), gpus=(("0000:00:08.0", 0), ("0000:80:08.0", 1)))
     return fakehost.build(root / "host", spec)
-
-
-async def slices_of(k8s: AsyncClient, node: str, driver: str = DRIVER_NAME) -> list[dict]:
-    fields: dict[str, Any] = {"spec.nodeName": node, "spec.driver": driver}
-    return [s.to_dict() async for s in k8s.list(ResourceSlice, fields=fields)]
-
-
-def by_name(slice_: dict) -> dict[str, dict]:
-    return {d["name"]: d for d in slice_["spec"]["devices"]}
 
 
 async def test_one_slice_per_node_applied_and_owned_by_the_node(short_root, k8s, node):

@@ -28,7 +28,15 @@ from tests.helm_support import (
     lint_findings,
     merge,
 )
-from tests.integration.helm_cases import AGENT, CASES, CONTROLLER, SHARED, agent_config
+from tests.integration.helm_cases import (
+    AGENT,
+    CASES,
+    CONTROLLER,
+    DRIVER,
+    SHARED,
+    agent_config,
+    driver_config,
+)
 
 pytest_plugins = ["tests.integration.conftest_kubeapi", "tests.integration.conftest_helm"]
 
@@ -65,15 +73,32 @@ def test_agent_config_is_accepted_by_the_agent(case: tuple[str, Rendered], tmp_p
     assert seen["resources"] == ["aliyun/erdma"]
     assert seen["localERIDiscovery"] == values.get("config", {}).get("localERIDiscovery", False)
     for key in ("preferDriver", "allocateAllDevices", "exposedLocalERIs", "slotsPerDevice",
-                "deviceListStrategy", "driverInstallCommand", "prepareNode", "jumboFrameMTU",
-                "runtimeSocket"):  # fmt: skip
+                "deviceListStrategy", "jumboFrameMTU", "runtimeSocket"):  # fmt: skip
         assert seen[key] == agent[key], key
-    installs = agent["prepareNode"] and agent["driverInstaller"]["enabled"]
-    assert seen["driverInstaller"] == {**agent["driverInstaller"], "enabled": installs}
-    assert seen["hostNamespace"] == (agent["hostNamespace"] or installs)  # the installer needs it
+    # node preparation is the driver DaemonSet's: the agent never runs in the host's namespaces
+    assert seen["prepareNode"] is False and seen["hostNamespace"] is False
+    assert seen["driverInstallCommand"] == ""
     for key in ("enabled", "socketIfname", "gidIndex", "overrides"):
         assert seen["nccl"][key] == agent["nccl"][key], f"nccl.{key}"
     assert seen["metricsPort"] == agent["metrics"]["port"]
+
+
+def test_driver_config_prepares_the_node_as_the_values_say(
+    case: tuple[str, Rendered], tmp_path: Path
+) -> None:
+    name, out = case
+    values, _ = CASES[name]
+    agent = merge(chart_defaults()["agent"], values.get("agent", {}))
+    if not agent["prepareNode"]:
+        assert out.find("DaemonSet", DRIVER) is None
+        return
+    seen = driver_config(out, tmp_path).model_dump(mode="json", by_alias=True)
+    assert seen["prepareNode"] is True
+    for key in ("preferDriver", "driverInstallCommand"):
+        assert seen[key] == agent[key], key
+    assert seen["driverInstaller"] == agent["driverInstaller"]
+    installs = agent["driverInstaller"]["enabled"]
+    assert seen["hostNamespace"] == (agent["hostNamespace"] or installs)  # the installer needs it
 
 
 def test_shared_config_is_accepted_by_the_agent(case: tuple[str, Rendered], tmp_path: Path) -> None:
@@ -111,7 +136,7 @@ def test_controller_config_and_credentials_are_accepted(case: tuple[str, Rendere
     mutating = bool(out.all("MutatingWebhookConfiguration"))
     assert config.enable_webhook == (mutating or bool(out.all("ValidatingWebhookConfiguration")))
     assert config.enable_init_container_inject == mutating
-    assert mutating == (values.get("smcr", {}).get("mode") == "webhook")
+    assert mutating == (smcr_mode(values) == "webhook")
     assert config.smc_init_image == out.container("DaemonSet", AGENT)["image"]
     credentials = values["credentials"]
     settings = CredentialSettings.from_mapping(
@@ -119,6 +144,17 @@ def test_controller_config_and_credentials_are_accepted(case: tuple[str, Rendere
     )
     assert settings.type == credentials["type"]
     assert settings.access_key_id == credentials.get("accessKeyID", "")
+
+
+def smcr_mode(values: dict[str, Any]) -> str:
+    """The SMC-R path values choose: smcr.mode, where "auto" (the default) is the webhook in
+    Regular mode unless the ofed driver mode has no SMC-R to turn on."""
+    mode = values.get("smcr", {}).get("mode", "auto")
+    if mode != "auto":
+        return str(mode)
+    local = values.get("config", {}).get("localERIDiscovery", False)
+    ofed = values.get("agent", {}).get("preferDriver") == "ofed"
+    return "off" if local or ofed else "webhook"
 
 
 def test_objects_live_in_the_release_namespace(case: tuple[str, Rendered]) -> None:
@@ -173,7 +209,25 @@ def test_agent_daemonset_runs_erdma_agent_with_the_config(case: tuple[str, Rende
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     for path in ("/var/lib/kubelet/device-plugins", "/dev"):
         assert path in mounts
-    assert mounts["/sys"]["readOnly"] and mounts["/lib/modules"]["readOnly"]
+    assert mounts["/sys"]["readOnly"] and "/lib/modules" not in mounts
+
+
+def test_driver_daemonset_prepares_then_watches(case: tuple[str, Rendered]) -> None:
+    """The one-time unit: `erdma driver prepare` as the init container with the node's module
+    tree read-only and the install lock; `erdma driver watch` reading what it prepared."""
+    _, out = case
+    if out.find("DaemonSet", DRIVER) is None:
+        return
+    pod = out.get("DaemonSet", DRIVER)["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    assert init["args"] == ["driver", "prepare", "--config", "/etc/erdma-driver/driver.json"]
+    assert init["image"] == out.container("DaemonSet", AGENT)["image"]
+    mounts = {m["mountPath"]: m for m in init["volumeMounts"]}
+    assert mounts["/lib/modules"]["readOnly"] and "/run/erdma" in mounts
+    (watch,) = pod["containers"]
+    assert watch["args"] == ["driver", "watch"]
+    (state,) = watch["volumeMounts"]
+    assert state["readOnly"] and state["mountPath"] == mounts["/run/erdma-driver"]["mountPath"]
 
 
 # ---- a real API server ------------------------------------------------------------------------

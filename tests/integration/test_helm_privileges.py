@@ -4,6 +4,7 @@ Security levels the docs state."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,13 +12,15 @@ from typing import Any
 
 import helm_python
 import pytest
+import yaml
 
 from erdma.webhook.smcr import SmcrInjector
 from tests.helm_support import ACCESS_KEY, REPO_ROOT, Rendered, merge, render
-from tests.integration.helm_cases import AGENT, CONTROLLER, SHARED
+from tests.integration.helm_cases import AGENT, CONTROLLER, DRIVER, SHARED
 from tests.pod_security import level
 
 INSTALL_MD = REPO_ROOT / "docs" / "install.md"
+EXAMPLES_DIR = REPO_ROOT / "examples"
 SECTION = "## Privileges, host paths and Pod Security"
 
 
@@ -25,10 +28,11 @@ SECTION = "## Privileges, host paths and Pod Security"
 class Pod:
     """What a workload's pod may do on its node."""
 
-    security: dict[str, Any]  # the container's securityContext, exactly
+    security: dict[str, Any]  # the long-running container's securityContext, exactly
     host_paths: tuple[tuple[str, str], ...]  # (path, type), sorted
     host_network: bool = False
     host_pid: bool = False
+    init: tuple[dict[str, Any], ...] = ()  # each init container's securityContext
 
 
 def unprivileged(*added: str) -> dict[str, Any]:
@@ -49,7 +53,6 @@ def paths(*extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
 
 
 PRIVILEGED = {"privileged": True, "readOnlyRootFilesystem": True, "runAsUser": 0}
-MODULES = ("/lib/modules", "Directory")
 CDI = ("/var/run/cdi", "DirectoryOrCreate")
 PRESTART = (
     ("/var/lib/kubelet/pod-resources", "DirectoryOrCreate"),
@@ -62,10 +65,27 @@ DRA = (
 )
 HOST_NAMESPACE = ("SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE")  # nsenter into PID 1's namespaces
 INSTALLER = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID")  # package manager
-#: the default agent: Regular mode, driver preparation with the driver installer
-INSTALLING = ("SYS_MODULE", "NET_ADMIN", *HOST_NAMESPACE, *INSTALLER)
-REGULAR = Pod(unprivileged(*INSTALLING), paths(MODULES), host_network=True, host_pid=True)
-NOT_INSTALLING = Pod(unprivileged("SYS_MODULE", "NET_ADMIN"), paths(MODULES), host_network=True)
+#: what the issue forbids in the agent's containers (SYS_ADMIN: unless smcr.mode=prestart)
+NEVER_IN_THE_AGENT = {"SYS_ADMIN", "SYS_PTRACE", "SYS_CHROOT", *INSTALLER}
+#: the agent in Regular mode (and Local mode with bringUpLocalERIs): ERI netdevs, pnet table
+AGENT_POD = Pod(unprivileged("NET_ADMIN"), paths(), host_network=True)
+#: the driver DaemonSet's long-running container: no capability, not root, no host path
+WATCHING = {
+    "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"}, "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+}  # fmt: skip
+DRIVER_PATHS = (("/lib/modules", "Directory"), ("/run/erdma", "DirectoryOrCreate"))
+
+
+def driver(*added: str, host_pid: bool) -> Pod:
+    """The driver DaemonSet's pod: SYS_MODULE plus ``added`` in its init container only."""
+    return Pod(WATCHING, DRIVER_PATHS, host_pid=host_pid,
+               init=(unprivileged("SYS_MODULE", *added),))  # fmt: skip
+
+
+INSTALLING = driver(*HOST_NAMESPACE, *INSTALLER, host_pid=True)
+NOT_INSTALLING = driver(host_pid=False)
 CONTROLLER_POD = Pod(
     {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
      "readOnlyRootFilesystem": True},
@@ -75,33 +95,28 @@ CONTROLLER_POD_CONTEXT = {
     "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
     "seccompProfile": {"type": "RuntimeDefault"},
 }  # fmt: skip
+PRESTART_AGENT = Pod(PRIVILEGED, paths(*PRESTART), host_network=True)
 
 #: `--set` values of each documented row -> the workloads it renders (Regular mode adds the
 #: controller, always CONTROLLER_POD)
 TABLE: dict[str, dict[str, Pod]] = {
-    "": {AGENT: REGULAR},
-    "smcr.mode=webhook": {AGENT: REGULAR},
-    "smcr.mode=prestart": {
-        AGENT: Pod(PRIVILEGED, paths(MODULES, *PRESTART), host_network=True, host_pid=True)
-    },
-    "agent.driverInstaller.enabled=false": {AGENT: NOT_INSTALLING},
+    "": {AGENT: AGENT_POD, DRIVER: INSTALLING},
+    "smcr.mode=off": {AGENT: AGENT_POD, DRIVER: INSTALLING},
+    "smcr.mode=prestart": {AGENT: PRESTART_AGENT, DRIVER: INSTALLING},
+    "agent.driverInstaller.enabled=false": {AGENT: AGENT_POD, DRIVER: NOT_INSTALLING},
     "agent.driverInstaller.enabled=false,agent.hostNamespace=true": {
-        AGENT: Pod(
-            unprivileged("SYS_MODULE", "NET_ADMIN", *HOST_NAMESPACE),
-            paths(MODULES),
-            host_network=True,
-            host_pid=True,
-        )
+        AGENT: AGENT_POD,
+        DRIVER: driver(*HOST_NAMESPACE, host_pid=True),
     },
-    "agent.prepareNode=false": {AGENT: Pod(unprivileged("NET_ADMIN"), paths(), host_network=True)},
-    "config.localERIDiscovery=true": {AGENT: REGULAR},
+    "agent.prepareNode=false": {AGENT: AGENT_POD},
+    "config.localERIDiscovery=true": {AGENT: AGENT_POD, DRIVER: INSTALLING},
     "config.localERIDiscovery=true,smcr.mode=prestart": {
-        AGENT: Pod(PRIVILEGED, paths(MODULES, *PRESTART), host_network=True, host_pid=True)
+        AGENT: PRESTART_AGENT,
+        DRIVER: INSTALLING,
     },
     "config.localERIDiscovery=true,agent.bringUpLocalERIs=false": {
-        AGENT: Pod(
-            unprivileged("SYS_MODULE", *HOST_NAMESPACE, *INSTALLER), paths(MODULES), host_pid=True
-        )
+        AGENT: Pod(unprivileged(), paths()),
+        DRIVER: INSTALLING,
     },
     ",".join(
         (
@@ -109,23 +124,31 @@ TABLE: dict[str, dict[str, Pod]] = {
             "agent.bringUpLocalERIs=false",
             "agent.driverInstaller.enabled=false",
         )
-    ): {AGENT: Pod(unprivileged("SYS_MODULE"), paths(MODULES))},
-    "config.localERIDiscovery=true,agent.prepareNode=false": {
-        AGENT: Pod(unprivileged("NET_ADMIN"), paths(), host_network=True)
-    },
+    ): {AGENT: Pod(unprivileged(), paths()), DRIVER: NOT_INSTALLING},
+    "config.localERIDiscovery=true,agent.prepareNode=false": {AGENT: AGENT_POD},
     "agent.deviceListStrategy=cdi-cdi-devices": {
-        AGENT: Pod(unprivileged(*INSTALLING), paths(MODULES, CDI), host_network=True, host_pid=True)
+        AGENT: Pod(unprivileged("NET_ADMIN"), paths(CDI), host_network=True),
+        DRIVER: INSTALLING,
     },
     "dra.enabled=true": {
-        AGENT: Pod(
-            unprivileged(*INSTALLING), paths(MODULES, CDI, *DRA), host_network=True, host_pid=True
-        )
+        AGENT: Pod(unprivileged("NET_ADMIN"), paths(CDI, *DRA), host_network=True),
+        DRIVER: INSTALLING,
     },
-    "sharedRdma.enabled=true": {AGENT: REGULAR, SHARED: Pod(unprivileged(), paths())},
+    "sharedRdma.enabled=true": {
+        AGENT: AGENT_POD,
+        DRIVER: INSTALLING,
+        SHARED: Pod(unprivileged(), paths()),
+    },
     "sharedRdma.enabled=true,sharedRdma.nonHostNetworkRdma=true": {
-        AGENT: REGULAR,
+        AGENT: AGENT_POD,
+        DRIVER: INSTALLING,
         SHARED: Pod(unprivileged(), paths(), host_network=True),
     },
+}
+#: each values file of examples/ -> the documented row it renders as
+EXAMPLES = {
+    "values-local.yaml": "config.localERIDiscovery=true,smcr.mode=prestart",
+    "values-regular.yaml": "",
 }
 
 
@@ -152,7 +175,14 @@ def observed(out: Rendered, kind: str, name: str) -> Pod:
         tuple(host_paths),
         host_network=spec.get("hostNetwork", False),
         host_pid=spec.get("hostPID", False),
+        init=tuple(c.get("securityContext", {}) for c in spec.get("initContainers", [])),
     )
+
+
+def workloads(out: Rendered) -> dict[str, str]:
+    """name -> kind of every DaemonSet and Deployment."""
+    found = {o["metadata"]["name"]: o["kind"] for o in out.all("DaemonSet")}
+    return found | {o["metadata"]["name"]: o["kind"] for o in out.all("Deployment")}
 
 
 def render_row(values: str) -> Rendered:
@@ -171,11 +201,53 @@ def test_each_pod_gets_exactly_the_privileges_and_host_paths_of_the_table(values
         wanted[CONTROLLER] = CONTROLLER_POD
         pod = out.get("Deployment", CONTROLLER)["spec"]["template"]["spec"]
         assert pod["securityContext"] == CONTROLLER_POD_CONTEXT
-    workloads = {o["metadata"]["name"]: o["kind"] for o in out.all("DaemonSet")}
-    workloads |= {o["metadata"]["name"]: o["kind"] for o in out.all("Deployment")}
-    assert sorted(workloads) == sorted(wanted)
+    found = workloads(out)
+    assert sorted(found) == sorted(wanted)
     for name, pod in wanted.items():
-        assert observed(out, workloads[name], name) == pod, name
+        assert observed(out, found[name], name) == pod, name
+
+
+def prestart(out: Rendered) -> bool:
+    """Whether the agent configures SMC-R pods from PreStartContainer (smcr.mode=prestart)."""
+    return bool(json.loads(out.config_file(AGENT, "agent.json"))["prestartContainer"])
+
+
+def every_value_set() -> list[tuple[str, Rendered]]:
+    rows = [(values or "defaults", render_row(values)) for values in sorted(TABLE)]
+    for name in sorted(EXAMPLES):
+        rows.append((name, render(yaml.safe_load((EXAMPLES_DIR / name).read_text()))))
+    return rows
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_each_example_values_file_is_a_documented_row(name: str) -> None:
+    out = render(yaml.safe_load((EXAMPLES_DIR / name).read_text()))
+    wanted = dict(TABLE[EXAMPLES[name]])
+    found = workloads(out)
+    assert sorted(set(found) - {CONTROLLER}) == sorted(wanted)
+    for workload, pod in wanted.items():
+        assert observed(out, found[workload], workload) == pod, workload
+
+
+def test_the_agent_never_holds_the_host_pid_namespace_or_the_installers_rights() -> None:
+    """For every documented value set and example: the pod that serves the kubelet sockets has
+    no hostPID and none of the listed capabilities (SYS_ADMIN only as smcr.mode=prestart's
+    privileged container); every other pod with hostPID runs capability-free long-running
+    containers."""
+    for name, out in every_value_set():
+        for workload, kind in workloads(out).items():
+            spec = out.get(kind, workload)["spec"]["template"]["spec"]
+            contexts = [c.get("securityContext", {}) for c in spec["containers"]]
+            if workload in (AGENT, SHARED):
+                assert not spec.get("hostPID"), (name, workload)
+                for context in contexts:
+                    added = set(context.get("capabilities", {}).get("add", []))
+                    assert not added & NEVER_IN_THE_AGENT, (name, workload, added)
+                    assert not context.get("privileged") or prestart(out), (name, workload)
+            elif spec.get("hostPID"):
+                for context in contexts:
+                    assert context.get("capabilities") == {"drop": ["ALL"]}, (name, workload)
+                    assert not context.get("privileged"), (name, workload)
 
 
 @pytest.mark.parametrize("values", sorted(TABLE), ids=lambda v: v or "defaults")

@@ -17,7 +17,7 @@ from erdma.agent.config import build_config
 from erdma.controller.config import ControllerConfig
 from tests.chart_history import ChartVersion, NoHistory, previous_version, reuse_values_chart
 from tests.helm_support import CHART_DIR, Rendered, render
-from tests.integration.chart_programs import agent_loads, controller_loads
+from tests.integration.chart_programs import agent_loads, controller_loads, node_loads
 from tests.integration.helm_cases import AGENT, CONTROLLER, NODE_A, SHARED, mounted_agent_config
 
 ACCESS_KEY = {"credentials": {"type": "access_key", "accessKeyID": "ak", "accessKeySecret": "sk"}}
@@ -63,9 +63,11 @@ def _cri_volumes(out: Rendered) -> list[dict[str, Any]]:
     return [v for v in pod["volumes"] if v["name"] in ("cri", "cri-dir")]
 
 
-def _privileges(out: Rendered, name: str) -> tuple[object, object]:
+def _privileges(out: Rendered, name: str) -> tuple[bool, set[str]]:
+    """Whether the DaemonSet's container is privileged, and the capabilities it adds."""
     context = out.container("DaemonSet", name)["securityContext"]
-    return context.get("privileged"), context.get("capabilities")
+    added = context.get("capabilities", {}).get("add", [])
+    return bool(context.get("privileged")), set(added)
 
 
 def _same_controller(old: ControllerConfig, new: ControllerConfig) -> None:
@@ -87,22 +89,42 @@ def test_reuse_values_keeps_what_the_release_did(
     previous: tuple[ChartVersion, Path], release: str, tmp_path: Path
 ) -> None:
     before, after = upgrade(previous[1], release, tmp_path, reuse=True)
+    old, new = node_loads(before, tmp_path / "old"), node_loads(after, tmp_path / "new")
+    if "driverInstaller" in before.agent_config_file(AGENT)[1]:
+        assert new.model_dump() == old.model_dump()
+    else:  # an agent without the installer: the release keeps installing nothing
+        assert not (new.prepare_node and new.driver_installer.enabled)
+        assert new.model_dump(exclude=NEW) == old.model_dump(exclude=NEW)
+    if before.find("DaemonSet", SHARED):
+        shared_before = agent_loads(before, SHARED, tmp_path / "old-shared")
+        shared_after = agent_loads(after, SHARED, tmp_path / "new-shared")
+        assert shared_after.model_dump(exclude=NEW) == shared_before.model_dump(exclude=NEW)
     for name in (AGENT, SHARED):
         if before.find("DaemonSet", name):
-            old, new = agent_loads(before, name, tmp_path), agent_loads(after, name, tmp_path)
-            if "driverInstaller" in before.agent_config_file(name)[1]:
-                assert new.model_dump() == old.model_dump(), name
-            else:  # an agent without the installer: the release keeps installing nothing
-                assert not (new.prepare_node and new.driver_installer.enabled), name
-                assert new.model_dump(exclude=NEW) == old.model_dump(exclude=NEW), name
-            assert _privileges(before, name) == _privileges(after, name), (
+            privileged, capabilities = _privileges(before, name)
+            assert _privileges(after, name)[0] == privileged, (
                 "the SMC-R path, and with it the agent's privileges, must not change"
             )
+            assert _privileges(after, name)[1] <= capabilities, name
+    assert node_rights(after) <= node_rights(before), "an upgrade that keeps values adds none"
     if before.find("Deployment", CONTROLLER):
         _same_controller(controller_loads(before, tmp_path), controller_loads(after, tmp_path))
         pod = after.get("Deployment", CONTROLLER)["spec"]["template"]["spec"]
         assert pod["priorityClassName"] == "system-cluster-critical"
         assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in pod["tolerations"]
+
+
+def node_rights(out: Rendered) -> set[str]:
+    """Every right the node pods hold, whichever pod holds it (NOTES.txt's comparison)."""
+    rights: set[str] = set()
+    for daemonset in out.all("DaemonSet"):
+        pod = daemonset["spec"]["template"]["spec"]
+        rights |= {key for key in ("hostNetwork", "hostPID") if pod.get(key)}
+        for container in pod["containers"] + pod.get("initContainers", []):
+            context = container.get("securityContext", {})
+            rights |= {"privileged"} if context.get("privileged") else set()
+            rights |= set(context.get("capabilities", {}).get("add", []))
+    return rights
 
 
 def test_an_agent_of_the_previous_release_reads_the_upgraded_configmap(
@@ -138,8 +160,8 @@ def test_reset_then_reuse_values_takes_the_new_defaults(
     previous: tuple[ChartVersion, Path], release: str, tmp_path: Path
 ) -> None:
     before, after = upgrade(previous[1], release, tmp_path, reuse=False)
-    old, new = agent_loads(before, AGENT, tmp_path), agent_loads(after, AGENT, tmp_path)
-    assert new.prestart_container is False  # smcr.mode defaults to off
+    old, new = node_loads(before, tmp_path / "old"), node_loads(after, tmp_path / "new")
+    assert new.prestart_container is False  # smcr.mode defaults to auto: the webhook, or off
     # the driver installer is on by default, in the host's namespaces
     assert new.driver_installer.enabled and new.host_namespace
     keep = {"prestart_container", "runtime_socket", "host_namespace", *NEW}
@@ -147,8 +169,7 @@ def test_reset_then_reuse_values_takes_the_new_defaults(
     if before.find("Deployment", CONTROLLER):
         old_config, config = controller_loads(before, tmp_path), controller_loads(after, tmp_path)
         assert config.webhook_cert_check_seconds == old_config.webhook_cert_check_seconds
-        assert config.enable_webhook == old_config.enable_webhook
-        assert not _injects(config)  # smcr.mode defaults to off
+        assert _injects(config) == (release != "local-ofed")  # smcr.mode=auto: the webhook
 
 
 def _chart_yaml(files: dict[str, bytes]) -> dict[str, Any]:

@@ -110,7 +110,10 @@ def test_bad_values_are_rejected_naming_the_key(
         (
             merge(
                 ACCESS_KEY,
-                {"config": {"enableWebhook": True, "enableInitContainerInject": True}},
+                {
+                    "config": {"enableWebhook": True, "enableInitContainerInject": True},
+                    "smcr": {"mode": "prestart"},
+                },
             ),
             ["config.enableInitContainerInject=true", "set smcr.mode=webhook"],
         ),

@@ -12,15 +12,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lightkube import AsyncClient, KubeConfig
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Node
+from lightkube.resources.resource_v1 import ResourceClaim
+from lightkube.types import PatchType
 
+from erdma.agent.config import build_config
+from erdma.agent.driver_unit import prepare_once
 from erdma.controller.config import parse_config
 from erdma.controller.main import run_controller
+from erdma.dra.names import DRIVER_NAME
+from erdma.host.run import RecordingRunner
 from erdma.kube import crd
 from erdma.kube.client import KubeApi, new_client
+from erdma.sim import fakehost
+from erdma.sim.dra_kubelet import FakeDraKubelet
+from erdma.sim.fakecmds import KmodCommands
 from erdma.sim.node import SimulatedNode
 from erdma.tools.finalizers import drop_all
 from tests.fakes.ecs import EcsEmulator
@@ -28,10 +41,11 @@ from tests.fakes.ecs.client import GPU_TWO_CARDS, cloud_for, standard_world
 from tests.fakes.kubeapi import KubeApiServer
 from tests.fakes.ports import free_port
 from tests.helm_support import ACCESS_KEY, Rendered, merge, render
+from tests.integration import dra_support
 from tests.integration import kubectl_support as kc
 from tests.integration.controller_rig import delete_node, object_gone
 from tests.integration.controller_support import FAST, add_node, eventually, ready_device
-from tests.integration.helm_cases import AGENT, CONTROLLER
+from tests.integration.helm_cases import AGENT, CONTROLLER, DRIVER
 from tests.integration.rbac_audit import (
     Request,
     Rule,
@@ -45,7 +59,16 @@ from tests.integration.rbac_audit import (
 from tests.kubeapi_support import api_server_or_skip
 
 NS = "kube-system"
-VALUES = merge(ACCESS_KEY, {"smcr": {"mode": "webhook"}, "sharedRdma": {"enabled": True}})
+#: both webhooks; kube-testserver serves no ValidatingAdmissionPolicy, which `auto` would choose
+VALUES = merge(
+    ACCESS_KEY,
+    {
+        "smcr": {"mode": "webhook"},
+        "sharedRdma": {"enabled": True, "admissionPolicy": False},
+        # the DRA driver's rules too, without its node-restricting policy for the same reason
+        "dra": {"enabled": True, "nodeRestriction": False},
+    },
+)
 
 #: (role, resource, verb) granted for paths these scenarios cannot reach, and why.
 _REPEAT = (
@@ -56,6 +79,11 @@ _REPEAT = (
 UNEXERCISED: dict[tuple[str, str, str], str] = {
     (f"ClusterRole/{CONTROLLER}", "events", "patch"): _REPEAT,
     (f"ClusterRole/{AGENT}", "events", "patch"): _REPEAT,
+    (f"ClusterRole/{DRIVER}", "events", "patch"): _REPEAT,
+    (f"ClusterRole/{AGENT}-dra", "resourceslices", "create"): (
+        "a server-side apply that creates the slice is audited as patch; the API server "
+        "authorizes it for create as well, so the grant is needed all the same"
+    ),
     (f"ClusterRole/{AGENT}", "events", "create"): (
         "the agent posts Events on driver readiness and device health changes; the simulated "
         "node runs with --no-prepare-node and healthy devices (test_agent_events.py posts them)"
@@ -127,9 +155,74 @@ async def agent_scenario(api: KubeApiServer, kubeconfig: Path, root: Path) -> No
         await admin.close()
 
 
+async def dra_scenario(api: KubeApiServer, kubeconfig: Path, root: Path) -> None:
+    """The agent's DRA driver publishes its node's slice, restores it after a kubelet restart
+    deleted it, prepares and unprepares a claim, and withdraws the slice when it stops."""
+    node_name = "rbac-dra-node"
+    admin = AsyncClient(KubeConfig.from_file(api.kubeconfig), field_manager="test")
+    agent = new_client(kubeconfig)
+    await admin.create(Node(metadata=ObjectMeta(name=node_name)))
+    request = {"name": "nic", "exactly": {"deviceClassName": DRIVER_NAME}}
+    claim: Any = ResourceClaim.from_dict(
+        {
+            "metadata": {"name": "rbac-claim", "namespace": "default"},
+            "spec": {"devices": {"requests": [request]}},
+        }
+    )
+    uid = (await admin.create(claim)).metadata.uid
+    status = {"status": dra_support.allocation(node_name, [("nic", "erdma-0")])}
+    await admin.patch(
+        ResourceClaim.Status, "rbac-claim", status, namespace="default",
+        patch_type=PatchType.MERGE,
+    )  # fmt: skip
+    host = fakehost.build(root / "host", "default")
+    driver = dra_support.new_driver(root, host, client=agent, node=node_name)
+    kubelet = FakeDraKubelet(root / "kubelet", client=admin, node_name=node_name)
+    try:
+        async with kubelet, driver:
+            await driver.wait_published()
+            (before,) = await dra_support.slices_of(admin, node_name)
+            await kubelet.restart()  # deletes the slice; the driver's watch restores it
+
+            async def restored() -> bool:
+                uids = [s["metadata"]["uid"] for s in await dra_support.slices_of(admin, node_name)]
+                return uids not in ([], [before["metadata"]["uid"]])
+
+            await eventually(restored, 60)
+            await kubelet.wait_registered(DRIVER_NAME)
+            claims = [("default", uid, "rbac-claim")]
+            assert (await kubelet.prepare(DRIVER_NAME, claims)).claims[uid].error == ""
+            await kubelet.unprepare(DRIVER_NAME, claims)
+        assert await dra_support.slices_of(admin, node_name) == []  # withdrawn on stop
+    finally:
+        await admin.delete(ResourceClaim, "rbac-claim", namespace="default")
+        await admin.delete(Node, node_name)
+        await agent.close()
+        await admin.close()
+
+
+async def driver_scenario(api: KubeApiServer, kubeconfig: Path, root: Path) -> None:
+    """`erdma driver prepare` on a node whose driver is in place: it reads its Node and says
+    on it that erdma is ready, then exits."""
+    node_name = "rbac-driver-node"
+    admin = AsyncClient(KubeConfig.from_file(api.kubeconfig))
+    await admin.create(Node(metadata=ObjectMeta(name=node_name)))
+    host = fakehost.build(root / "host", "default")
+    runner = RecordingRunner(handlers=[KmodCommands(host)])
+    config = build_config(environ={}, flags={
+        "host_root": host.root, "node_name": node_name, "kubeconfig": str(kubeconfig),
+        "prefer_driver": "default",
+    })  # fmt: skip
+    try:
+        assert (await prepare_once(config, root / "prepared.json", runner)).ready
+    finally:
+        await admin.delete(Node, node_name)
+        await admin.close()
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Rendered, list[Request]]:
-    """The chart installed, both scenarios run, and the requests they made."""
+    """The chart installed, the scenarios run, and the requests they made."""
     kc.kubectl_or_skip()
     tmp, port = tmp_path_factory.mktemp("rbac"), free_port()
     args, log = audit_args(tmp)
@@ -138,7 +231,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Rendered, list[R
     out = render(VALUES, namespace=NS)
     users = {
         name: service_account_user(NS, account(out, kind, name))
-        for kind, name in (("Deployment", CONTROLLER), ("DaemonSet", AGENT))
+        for kind, name in (("Deployment", CONTROLLER), ("DaemonSet", AGENT), ("DaemonSet", DRIVER))
     }
     with api:
         kc.install(api.kubeconfig, out)
@@ -147,10 +240,13 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Rendered, list[R
         }
         asyncio.run(controller_scenario(api, out, configs[CONTROLLER], port, tmp))
         asyncio.run(agent_scenario(api, configs[AGENT], tmp / "node"))
+        asyncio.run(driver_scenario(api, configs[DRIVER], tmp / "driver"))
+        with tempfile.TemporaryDirectory(prefix="erdma-rbac-", dir="/tmp") as short:
+            asyncio.run(dra_scenario(api, configs[AGENT], Path(short)))  # unix socket paths
         return out, read_audit(log, users.values())
 
 
-@pytest.mark.parametrize("program", [CONTROLLER, AGENT])
+@pytest.mark.parametrize("program", [CONTROLLER, AGENT, DRIVER])
 def test_every_request_is_granted_and_every_grant_is_used(
     recorded: tuple[Rendered, list[Request]], program: str
 ) -> None:

@@ -108,6 +108,20 @@ def test_smc_r(tmp_path: Path):
     assert verdict is W and message.startswith("the smc module is not loaded")
 
 
+def test_smc_r_in_a_pod_says_why_its_tcp_stays_tcp(tmp_path: Path):
+    fakehost.build(tmp_path, "default")
+    write(tmp_path, "proc/sys/net/smc/tcp2smc", "0\n")
+    in_pod = {"SMCR_PNET": "00163E2F3775"}
+    verdict, message = doctor(tmp_path, environ=in_pod)["smc-r"]
+    assert verdict is W and "this pod's net.smc.tcp2smc is 0: its TCP stays TCP" in message
+    assert "smcr.mode is webhook or prestart" in message
+    write(tmp_path, "proc/sys/net/smc/tcp2smc", "1\n")
+    assert doctor(tmp_path, environ=in_pod)["smc-r"] == (
+        P,
+        "SMC-R is on in this pod (net.smc.tcp2smc=1)",
+    )
+
+
 # --- NCCL environment -----------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("variant", "env", "verdict", "text"),

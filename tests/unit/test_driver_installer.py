@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import tarfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,55 +19,11 @@ from erdma.host.driver import DriverInstallFailed, DriverMissing, DriverMode, sw
 from erdma.host.installer import (
     CGROUP_ESCAPE,
     CommandInstaller,
-    InstallerSettings,
     ReferenceInstaller,
 )
 from erdma.host.run import RecordingRunner, Result, Runner
-from erdma.sim import fakehost
-from erdma.sim.fakecmds import KERNEL_RELEASE, KmodCommands
-from tests.fakes.installer_node import InstallerNode, installer_tarball, mirror, sha256
-
-TARBALL = "erdma_installer-1.5.9.tar.gz"
-
-
-@dataclass
-class Rig:
-    host: fakehost.FakeHost
-    node: InstallerNode
-    files: Path  # what the mirror serves, under /erdma
-    record: Path  # what install.sh wrote about how it was run
-    marker: Path
-    work: Path
-
-    def publish(self, name: str, data: bytes) -> str:
-        (self.files / name).write_bytes(data)
-        return sha256(data)
-
-    def publish_installer(self, body: str = "") -> str:
-        return self.publish(TARBALL, installer_tarball(self.record, self.marker, body))
-
-    def settings(self, url: str, **changes: Any) -> InstallerSettings:
-        return InstallerSettings(mirror=url, workdir=str(self.work), **changes)
-
-
-@pytest.fixture
-def rig(tmp_path: Path) -> Rig:
-    host = fakehost.build(tmp_path / "host", "driver-not-loaded")
-    marker = tmp_path / "module-installed"
-    node = InstallerNode(kmod=KmodCommands(host, installed={"smc"}), marker=marker)
-    files = tmp_path / "mirror" / "erdma"
-    files.mkdir(parents=True)
-    return Rig(host, node, files, tmp_path / "record", marker, tmp_path / "work")
-
-
-def compat_param(host: fakehost.FakeHost) -> str:
-    return (host.sys / "module/erdma/parameters/compat_mode").read_text().strip()
-
-
-async def install(rig: Rig, mode: DriverMode, **changes: object):
-    with mirror(rig.files.parent) as url:
-        installer = ReferenceInstaller(rig.settings(url, **changes))
-        return url, await switch_mode(rig.node, mode, rig.host.root, installer)
+from erdma.sim.fakecmds import KERNEL_RELEASE
+from tests.unit.installer_rig import TARBALL, compat_param, install
 
 
 async def test_a_missing_driver_is_downloaded_built_and_loaded(rig):

@@ -32,9 +32,10 @@ class NodeEvent:
 class NodeEvents:
     """A queue of Events for one Node, posted in the background in order."""
 
-    def __init__(self, node_name: str, kubeconfig: str | None) -> None:
+    def __init__(self, node_name: str, kubeconfig: str | None, component: str = COMPONENT) -> None:
         self.node_name = node_name
         self.kubeconfig = kubeconfig
+        self.component = component
         self._queue: asyncio.Queue[NodeEvent] = asyncio.Queue(maxsize=1000)
         self._dropping = False
 
@@ -62,12 +63,28 @@ class NodeEvents:
 
         client = new_client(self.kubeconfig)
         try:
-            recorder = EventRecorder(client, component=COMPONENT)
+            recorder = EventRecorder(client, component=self.component)
             node = await KubeApi(client).get_node(self.node_name) or {
                 "metadata": {"name": self.node_name}
             }
             while True:
                 event = await self._queue.get()
-                await recorder.record(node, event.type, event.reason, event.message)
+                try:
+                    await recorder.record(node, event.type, event.reason, event.message)
+                finally:
+                    self._queue.task_done()
         finally:
             await client.close()
+
+    async def drain(self, timeout: float) -> None:
+        """Wait until every queued Event is posted, at most ``timeout`` seconds: a program that
+        exits after its work (`erdma driver prepare`) posts what it said first."""
+        if not self.possible:
+            return
+        try:
+            await asyncio.wait_for(self._queue.join(), timeout)
+        except TimeoutError:
+            log.warning(
+                "node Events not all posted before exiting",
+                extra={"left": self._queue.qsize(), "waited_seconds": timeout},
+            )

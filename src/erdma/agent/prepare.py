@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from erdma.aio import Backoff
 from erdma.host.devices import scan
@@ -28,6 +29,10 @@ from erdma.host.driver import (
 )
 from erdma.host.model import Gpu
 from erdma.host.run import Runner
+
+if TYPE_CHECKING:
+    from erdma.agent.config import AgentConfig
+    from erdma.agent.events import NodeEvents
 
 log = logging.getLogger(__name__)
 
@@ -123,3 +128,32 @@ async def keep_preparing(
             if on_problem is not None:
                 on_problem(problem)
         await sleep(backoff.next_delay())
+
+
+async def prepare_until_ready(
+    config: AgentConfig,
+    runner: Runner,
+    mode: DriverMode,
+    gpus: Sequence[Gpu],
+    events: NodeEvents,
+) -> PrepareResult:
+    """Prepare the node as configured until it is ready, saying on the Node what happened:
+    each new problem, an install (and a download that ran without a pinned checksum, with the
+    value that pins it), and the mode erdma is loaded in."""
+
+    def problem_event(problem: Problem) -> None:
+        events.emit("Warning", "ErdmaDriverNotReady", str(problem))
+
+    installer = config.driver_installer.installer(config.driver_install_command)
+    result = await keep_preparing(
+        lambda: prepare(runner, config.host_root, mode.value, installer, gpus),
+        on_problem=problem_event,
+    )
+    if result.installed is not None:
+        events.emit("Normal", "ErdmaDriverInstalled", result.installed.message())
+        if result.installed.unpinned:
+            events.emit("Warning", "ErdmaInstallerUnpinned", result.installed.unpinned)
+    events.emit(
+        "Normal", "ErdmaDriverReady", f"erdma loaded in mode {mode.value} ({result.reason})"
+    )
+    return result

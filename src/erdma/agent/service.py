@@ -26,7 +26,7 @@ from erdma.agent.exposure import by_macs, parse_rules, select
 from erdma.agent.health import device_health
 from erdma.agent.metrics import AgentMetrics
 from erdma.agent.nccl import nccl_env
-from erdma.agent.prepare import Problem, keep_preparing, prepare
+from erdma.agent.prepare import prepare_until_ready
 from erdma.agent.probes import Check, Probes, registered, serve
 from erdma.agent.reports import DeviceReports
 from erdma.agent.shared import SharedPlugin, check_disjoint
@@ -49,6 +49,8 @@ if TYPE_CHECKING:  # imported where used: only DRA, Regular mode and SMC-R load 
     from erdma.dra.driver import DraDriver
 
 log = logging.getLogger(__name__)
+
+PNET_RETRY_SECONDS = 30.0  # before the same devices' host pnet rows are tried again
 
 
 class Agent:
@@ -104,6 +106,8 @@ class Agent:
         )
         self._pnet_devices: tuple[tuple[str, str | None], ...] | None = None
         self._pnet_error = ""  # the host pnet failure last logged
+        self._pnet_failed: tuple[tuple[str, str | None], ...] | None = None
+        self._pnet_retry_at = 0.0
         self._prepared = False
         self.shared = [
             SharedPlugin(
@@ -214,36 +218,26 @@ class Agent:
         key = tuple((d.name, d.pnetid) for d in devices)
         if not self.mode.wants_smc or key == self._pnet_devices or not devices:
             return
+        if key == self._pnet_failed and time.monotonic() < self._pnet_retry_at:
+            return
         try:
             await ensure_host_pnet(default_backend(self.runner), devices, self.config.host_root)
             self._pnet_devices, self._pnet_error = key, ""
-        except (SmcUnavailable, PnetError, OSError) as exc:  # retried each rescan, logged once
+        except (SmcUnavailable, PnetError, OSError) as exc:  # retried, logged once
             if self._pnet_error != str(exc):
-                log.warning("host SMC pnet table not set up: SMC-R in pods will fall back to TCP",
-                            extra={"reason": str(exc)})  # fmt: skip
+                log.warning(
+                    "host SMC pnet table not set up: SMC-R in pods will fall back to TCP",
+                    extra={"reason": str(exc)},
+                )
             self._pnet_error = str(exc)
+            # the same devices again after a pause, not on every rescan; new devices at once
+            self._pnet_failed, self._pnet_retry_at = key, time.monotonic() + PNET_RETRY_SECONDS
 
     async def _prepare_node(self) -> None:
         """Load erdma in the chosen mode (retried with backoff while the driver is missing),
         then keep the host pnet table in step with the devices."""
-
-        def problem_event(problem: Problem) -> None:
-            self.events.emit("Warning", "ErdmaDriverNotReady", str(problem))
-
-        installer = self.config.driver_installer.installer(self.config.driver_install_command)
-        result = await keep_preparing(
-            lambda: prepare(
-                self.runner, self.config.host_root, self.mode.value, installer, self.snapshot.gpus
-            ),
-            on_problem=problem_event,
-        )
-        if result.installed is not None:
-            self.events.emit("Normal", "ErdmaDriverInstalled", result.installed.message())
-        self.events.emit(
-            "Normal",
-            "ErdmaDriverReady",
-            f"erdma loaded in mode {result.mode.value} ({result.reason})",
-        )
+        gpus = self.snapshot.gpus
+        await prepare_until_ready(self.config, self.runner, self.mode, gpus, self.events)
         self._prepared = True
         await self._ensure_host_pnet()
 
@@ -277,7 +271,7 @@ class Agent:
                     )
                 warned_no_driver = not self.snapshot.devices
                 self._publish(self.snapshot)
-                if self._prepared:
+                if self._prepared or not self.config.prepare_node:  # prepared elsewhere
                     await self._ensure_host_pnet()
                 last_error = ""
             except Exception as exc:

@@ -1,7 +1,8 @@
 """`DraDriver`: the agent's DRA front end, started and stopped with the agent.
 
 The agent feeds it every new DeviceSnapshot through `publish()` (no I/O: it recomputes the
-device list and wakes the slice publisher), exactly as it feeds the device plugins. `start()`
+device list and wakes the slice publisher), exactly as it feeds the device plugins; a watch on
+its own slices has the publisher put back what the kubelet or anyone else deletes. `start()`
 serves the DRA socket before the registration socket appears, because kubelet calls the plugin
 as soon as it sees the registration; `stop()` removes the registration first for the same
 reason, then withdraws this node's ResourceSlices when `deleteSlicesOnStop` is on.
@@ -31,6 +32,7 @@ from erdma.dra.kubeletplugin import DraService, RegistrationService, serve_dra, 
 from erdma.dra.names import CHECKPOINT_FILE, DRA_SOCKET, PLUGINS_DIR, PLUGINS_REGISTRY_DIR
 from erdma.dra.pcie import pcie_root_or_none
 from erdma.dra.prepare import ClaimPreparer, GetClaim, NodeState
+from erdma.dra.slice_watch import SliceWatch
 from erdma.dra.slices import SlicePublisher
 from erdma.host.model import DeviceSnapshot
 
@@ -150,6 +152,7 @@ class DraDriver(AsyncService):
         tasks = [SupervisedTask("dra sockets", self._keep_sockets)]
         if self.publisher is not None:
             tasks.append(SupervisedTask("dra slices", self.publisher.run))
+            tasks.append(SupervisedTask("dra slice watch", SliceWatch(self.publisher).run))
         self._supervisor = Supervisor(tasks, log)
         await self._supervisor.start()
 

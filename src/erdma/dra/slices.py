@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "erdma-dra-driver"
 API_VERSION = "resource.k8s.io/v1"
+#: seconds without a restore after which the next one is made at once again
+RESTORE_QUIET = 30.0
 
 
 def slice_name(node: str, driver: str) -> str:
@@ -73,11 +75,27 @@ def build_slice(
     }
 
 
+def restore_backoff() -> Backoff:
+    """Pauses before a restore that follows another within `RESTORE_QUIET`: a client that keeps
+    undoing the slice (or a second driver publishing other devices under the same name) meets
+    pauses from 0.5 s doubling up to 30 s, never a loop of writes answering writes."""
+    return Backoff(initial=0.5, maximum=RESTORE_QUIET)
+
+
+def describe_error(exc: BaseException) -> str:
+    """An API error's code and message, else the exception's type and text, for a log line."""
+    if isinstance(exc, ApiError):
+        return f"{exc.status.code}: {exc.status.message}"
+    return f"{type(exc).__name__}: {exc}"
+
+
 class SlicePublisher:
     """Keeps this node's slice equal to the latest device list, retrying with backoff.
 
     `set_devices` is cheap and synchronous (called from the agent's rescan); `run` does the API
-    calls, coalescing bursts of changes into one apply.
+    calls, coalescing bursts of changes into one apply. `restore` asks for the last list to be
+    applied again although it did not change: the slice watch (erdma.dra.slice_watch) saw the
+    API server's copy deleted or changed by another writer, which the device list cannot tell.
     """
 
     def __init__(self, client: AsyncClient, node: str, driver: str) -> None:
@@ -89,10 +107,19 @@ class SlicePublisher:
         self.name = slice_name(node, driver)
         self.generation = 0
         self.applied: list[dict[str, Any]] | None = None
+        #: the slice's resourceVersion as our last apply left it: any other is someone else's
+        self.resource_version: str | None = None
         self._wanted: list[dict[str, Any]] | None = None
+        self._restore = False
+        #: versions of our slice the watch reported while an apply was under way (else None)
+        self._seen_during_write: list[str | None] | None = None
         self._node_uid: str | None = None
         self._changed = asyncio.Event()
         self.synced = asyncio.Event()
+        #: set once a slice has been written: from then on there is something to restore
+        self.published = asyncio.Event()
+        self._restore_pace = restore_backoff()
+        self._last_restored = float("-inf")
 
     def set_devices(self, devices: Sequence[Mapping[str, Any]]) -> bool:
         """Adopt a new device list; True when it differs from the last one asked for."""
@@ -104,54 +131,111 @@ class SlicePublisher:
         self._changed.set()
         return True
 
+    def restore(self) -> None:
+        """Apply the wanted devices again: the API server's copy is gone or was changed.
+
+        The Node's uid is read again first: a slice whose owner is a deleted Node would be
+        removed by the garbage collector as soon as it is written.
+        """
+        self._restore = True
+        self._node_uid = None
+        self.synced.clear()
+        self._changed.set()
+
+    def written_by_others(self, resource_version: str | None) -> bool:
+        """Whether our slice at `resource_version`, as the watch reports it, is not our write.
+
+        The watch event of our own apply can arrive before the apply's answer, so while an
+        apply is under way the versions reported are kept, and judged by its answer.
+        """
+        if self._seen_during_write is not None:
+            self._seen_during_write.append(resource_version)
+            return False
+        return resource_version != self.resource_version
+
     async def run(self) -> None:
         """Apply every change, forever; failures are logged and retried with backoff."""
         backoff = Backoff(initial=0.2, maximum=30.0)
         while True:
             await self._changed.wait()
             self._changed.clear()
+            if self._restore and self._wanted == self.applied:
+                await self._pace_restore()
             try:
                 await self.sync_once()
                 backoff.reset()
             except (httpx.HTTPError, OSError, LookupError) as exc:  # ApiError is an HTTPError
                 self._changed.set()  # the wanted list is still to be applied
                 delay = backoff.next_delay()
-                error = (
-                    f"{exc.status.code}: {exc.status.message}"
-                    if isinstance(exc, ApiError)
-                    else f"{type(exc).__name__}: {exc}"
-                )
                 log.warning(
                     f"ResourceSlice {self.name} not published; retrying in {delay:.2g}s",
-                    extra={"error": error},
+                    extra={"error": describe_error(exc)},
                 )
                 await asyncio.sleep(delay)
 
+    async def _pace_restore(self) -> None:
+        """Wait before a restore that comes soon after the last one (see `restore_backoff`)."""
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._last_restored > RESTORE_QUIET:
+            self._restore_pace.reset()
+            return
+        delay = self._restore_pace.next_delay()
+        log.warning(
+            f"ResourceSlice {self.name} keeps being deleted or changed by another client; "
+            f"restoring it in {delay:.2g}s"
+        )
+        await asyncio.sleep(delay)
+
     async def sync_once(self) -> None:
-        """Apply the wanted devices now (no-op when already applied)."""
+        """Apply the wanted devices now (no-op when already applied and nothing to restore)."""
         wanted = self._wanted
-        if wanted is None or wanted == self.applied:
+        if wanted is None or (wanted == self.applied and not self._restore):
             self.synced.set()
             return
-        if self._node_uid is None:
-            self._node_uid = await self._node_uid_now()
+        self._restore = False
+        self._seen_during_write = []
+        try:
+            await self._apply(wanted)
+        except BaseException:
+            self._restore = True  # what the API server holds after a failed write is unknown
+            raise
+        finally:
+            seen, self._seen_during_write = self._seen_during_write, None
+        if self.resource_version in seen and seen[-1] != self.resource_version:
+            # events come in order: a version after our own is another client's write
+            log.info(
+                "ResourceSlice written by another client; restoring it", extra={"slice": self.name}
+            )
+            self.restore()
+        if self._wanted == wanted and not self._restore:
+            self.synced.set()
+
+    async def _apply(self, wanted: list[dict[str, Any]]) -> None:
+        """Server-side apply of `wanted`; a new pool generation only when the list changed."""
+        node_uid = self._node_uid or await self._node_uid_now()
+        self._node_uid = node_uid
+        if self.applied is None:  # the first write of this process continues the pool's count
             self.generation = await self._current_generation()
-        self.generation += 1
-        body = build_slice(self.node, self._node_uid, self.driver, self.generation, wanted)
+        restoring = wanted == self.applied
+        if not restoring:
+            self.generation += 1
+        body = build_slice(self.node, node_uid, self.driver, self.generation, wanted)
         obj = cast(ResourceSlice, ResourceSlice.from_dict(body))
-        await self.client.apply(obj, field_manager=FIELD_MANAGER, force=True)
+        written = await self.client.apply(obj, field_manager=FIELD_MANAGER, force=True)
+        self.resource_version = written.metadata.resourceVersion if written.metadata else None
         await self._delete_others()
         self.applied = wanted
+        self.published.set()
+        if restoring:
+            self._last_restored = asyncio.get_running_loop().time()
         log.info(
-            "ResourceSlice published",
+            "ResourceSlice restored" if restoring else "ResourceSlice published",
             extra={
                 "slice": self.name,
                 "generation": self.generation,
                 "devices": [d["name"] for d in wanted],
             },
         )
-        if self._wanted == wanted:
-            self.synced.set()
 
     async def _node_uid_now(self) -> str:
         try:
@@ -185,6 +269,7 @@ class SlicePublisher:
         for name in names:
             await self._delete(name)
         self.applied = None
+        self.resource_version = None
         self._node_uid = None
         if names:
             log.info("ResourceSlices deleted", extra={"slices": names})

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from erdma.host.install_lock import install_lock
 from erdma.host.model import Gpu
 from erdma.host.run import Result, Runner
 from erdma.host.sysfs import HostRoot, read_int, read_text
@@ -142,6 +143,7 @@ class InstallReport:
 
     summary: str
     output: tuple[str, ...]  # the last lines the installer printed
+    unpinned: str = ""  # a download ran unchecked: the value that pins it and how to compute it
 
     def message(self) -> str:
         last = "; ".join(self.output[-3:])
@@ -152,6 +154,11 @@ class DriverInstaller(Protocol):
     """Installs the erdma module on a node that lacks it (erdma.host.installer)."""
 
     key: str  # the setting that chose it, named in errors
+
+    async def missing(self, runner: Runner) -> Result | None:
+        """The failed check that shows the driver is not installed as this installer installs
+        it, or None when it is."""
+        ...
 
     async def install(self, runner: Runner, mode: DriverMode) -> InstallReport:
         """Install for `mode`, or raise DriverInstallFailed."""
@@ -176,25 +183,34 @@ async def switch_mode(
 ) -> Prepared:
     """Get erdma loaded in `mode`, plus the helper modules the mode uses.
 
-    Sequence (each step only when needed): `modinfo erdma` (installed?), the `installer`
-    when it is missing, `rmmod erdma` when the loaded `compat_mode` differs, `modprobe erdma
+    Sequence (each step only when needed): is the driver installed (`modinfo erdma`, and with
+    an `installer` its own check too, e.g. the Alibaba driver's `/bin/eadm`), the `installer`
+    when it is not, `rmmod erdma` when the loaded `compat_mode` differs, `modprobe erdma
     compat_mode=N|Y`; then `modprobe smc` (default, compat) and `nvidia_peermem` (compat, ofed),
     both best effort. Re-running on a prepared node runs no erdma command at all.
+
+    A loaded upstream driver (a kernel's own erdma, which has no `compat_mode`) is kept when no
+    installer is configured. With one, the Alibaba driver is installed beside it as the reference
+    agent does, and `compat`/`ofed` reload erdma so the installed driver's RoCE-like personality
+    takes effect (a built-in erdma cannot be unloaded: that is reported with its remedy).
     """
     state = loaded_driver(root)
     actions: list[str] = []
     notes: list[str] = []
     installed: InstallReport | None = None
-    if state.upstream:
-        actions.append("kept the loaded upstream erdma driver")
-    elif state.loaded and state.compat_mode == mode.compat_mode:
+    if state.loaded and state.compat_mode == mode.compat_mode:
         actions.append(f"erdma already loaded with compat_mode={yes_no(mode.compat_mode)}")
+    elif state.upstream and installer is None:
+        actions.append("kept the loaded upstream erdma driver")
     else:
-        if not state.loaded:
-            installed = await _ensure_installed(runner, mode, installer)
+        if not state.loaded or state.upstream:
+            installed = await _ensure_installed(runner, mode, installer, root)
         if installed is not None:
             actions.append(f"installed erdma: {installed.summary}")
-        actions += await _reload(runner, mode, state, root)
+        if state.upstream and not mode.compat_mode:
+            actions.append("kept the loaded upstream erdma driver (mode default needs no reload)")
+        else:
+            actions += await _reload(runner, mode, state, root)
     final = loaded_driver(root)
     if final.upstream:
         notes.append(
@@ -209,23 +225,37 @@ async def switch_mode(
 
 
 async def _ensure_installed(
-    runner: Runner, mode: DriverMode, installer: DriverInstaller | None
+    runner: Runner,
+    mode: DriverMode,
+    installer: DriverInstaller | None,
+    root: str | os.PathLike[str],
 ) -> InstallReport | None:
-    """`modinfo erdma`, and when it is missing the installer, then `modinfo` again."""
+    """Whether the driver is installed (`modinfo erdma`, then the installer's own check), and
+    when it is not the installer, under the node's install lock, then the checks again."""
     result = await runner.run(["modinfo", MODULE])
-    if result.ok:
-        return None
     if result.returncode == 127:
         raise DriverError(
             f"cannot check for the erdma module: {result.describe()}",
             "install kmod (modinfo, modprobe, rmmod) on the node",
         )
     if installer is None:
+        if result.ok:
+            return None
         raise missing_error(result, None)
-    log.info("the erdma module is missing: installing it", extra={"installer": installer.key})
-    report = await installer.install(runner, mode)
-    log.info("driver installer finished", extra={"summary": report.summary,
-                                                 "output": list(report.output)})  # fmt: skip
+    missing = None if not result.ok else await installer.missing(runner)
+    if result.ok and missing is None:
+        return None
+    async with install_lock(root) as lock:
+        if lock.waited:  # the install this one waited for may have done the job
+            result = await runner.run(["modinfo", MODULE])
+            missing = result if not result.ok else await installer.missing(runner)
+            if missing is None:
+                return None
+        why = {"installer": installer.key, "check": (missing or result).describe()}
+        log.info("the eRDMA driver is not installed: installing it", extra=why)
+        report = await installer.install(runner.keeping(lock.fd), mode)
+    said = {"summary": report.summary, "output": list(report.output)}
+    log.info("driver installer finished", extra=said)
     again = await runner.run(["modinfo", MODULE])
     if not again.ok:
         raise missing_error(again, installer)

@@ -36,6 +36,7 @@ DEFAULT_MIRROR = "http://mirrors.cloud.aliyuncs.com/erdma"
 DEFAULT_VERSION = "1.5.9"  # the reference agent's --erdma-installer-version default
 WORKDIR = "/var/tmp/erdma-driver-install"
 KEY = "driverInstaller"
+EADM = "/bin/eadm"  # installed with the Alibaba eRDMA driver (its admin tool)
 TAIL_LINES = 15
 YUM_PACKAGES = ("gcc-c++", "dkms", "cmake")  # plus kernel-devel-<release>
 APT_PACKAGES = ("debhelper", "autotools-dev", "dkms", "libnl-3-dev", "libnl-route-3-dev", "cmake")
@@ -104,6 +105,17 @@ class ReferenceInstaller:
     def __init__(self, settings: InstallerSettings | None = None) -> None:
         self.settings = settings or InstallerSettings()
 
+    async def missing(self, runner: Runner) -> Result | None:
+        """The reference's check besides `modinfo erdma`: the Alibaba driver's tools
+        (`/bin/eadm`), so a kernel's own erdma module does not pass for the driver whose
+        `compat_mode` the compat and ofed modes need. Container-optimised kernels (`lifsea`)
+        ship the module alone, as the reference expects there."""
+        release = await runner.run(["uname", "-r"])
+        if "lifsea" in release.stdout:
+            return None
+        tools = await runner.run(["test", "-e", EADM])
+        return None if tools.ok else Result(tools.argv, tools.returncode, "", f"{EADM} is absent")
+
     async def install(self, runner: Runner, mode: DriverMode) -> InstallReport:
         deadline = _Deadline(self.settings.timeout)
         release = (await self._step(runner, deadline, "uname -r", ["uname", "-r"])).stdout.strip()
@@ -132,7 +144,9 @@ class ReferenceInstaller:
         done = await self._step(runner, deadline, name, self._escaped(runner, script))
         source = f"{self.settings.mirror}/{name}"
         summary = f"ran {name} from {source} (sha256 {digest}) in {deadline.elapsed():.0f}s"
-        return InstallReport(summary, tail(done))
+        return InstallReport(
+            summary, tail(done), "" if pin[0] else unpinned(source, digest, pin[1])
+        )
 
     async def _step(
         self, runner: Runner, deadline: _Deadline, step: str, argv: Sequence[str]
@@ -231,6 +245,16 @@ class ReferenceInstaller:
             )
 
 
+def unpinned(source: str, digest: str, pin_key: str) -> str:
+    """What a person reads when an installer ran without a pinned checksum: the value to set
+    and how to compute it from a copy they reviewed."""
+    return (
+        f"{source} ran without a checksum check (sha256 {digest}): set {pin_key}={digest} "
+        f"(Helm: agent.{pin_key}) once you trust this file, computed with `curl -fsSL {source} "
+        "| sha256sum`, so a changed file is never run"
+    )
+
+
 class CommandInstaller:
     """The user's own `driverInstallCommand`, which replaces the reference installer."""
 
@@ -239,6 +263,10 @@ class CommandInstaller:
     def __init__(self, command: str, timeout: float) -> None:
         self.command = command
         self.timeout = timeout
+
+    async def missing(self, runner: Runner) -> Result | None:
+        """`modinfo erdma` is the whole check: the command installs whatever driver it installs."""
+        return None
 
     async def install(self, runner: Runner, mode: DriverMode) -> InstallReport:
         started = time.monotonic()

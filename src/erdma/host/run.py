@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import os
 import shlex
@@ -40,9 +41,18 @@ class Result:
 class Runner:
     """Runs commands on the host, optionally inside the host's mount namespace."""
 
+    #: file descriptors every command inherits (the node's install lock, erdma.host.install_lock)
+    pass_fds: tuple[int, ...] = ()
+
     def __init__(self, host_namespace: bool = False, timeout: float = 120.0) -> None:
         self.host_namespace = host_namespace
         self.timeout = timeout
+
+    def keeping(self, *fds: int) -> Runner:
+        """This runner, with its commands inheriting ``fds`` as well."""
+        clone = copy.copy(self)
+        clone.pass_fds = (*self.pass_fds, *fds)
+        return clone
 
     def wrap(self, argv: Sequence[str]) -> tuple[str, ...]:
         """The argv as executed: prefixed with nsenter when running from a container."""
@@ -66,6 +76,7 @@ class Runner:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
+                pass_fds=self.pass_fds,
             )
         except FileNotFoundError as exc:
             return Result(tuple(argv), 127, "", f"{full[0]}: command not found ({exc})")

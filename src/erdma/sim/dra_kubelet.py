@@ -6,7 +6,10 @@ DRAPlugin, a DNS-subdomain driver name, an endpoint that accepts connections, a 
 knows), reports the verdict with NotifyRegistrationStatus, and then calls NodePrepareResources
 / NodeUnprepareResources on the endpoint with the newest service both sides know. `api`
 pins the kubelet's own version ("v1beta1" plays kubelet 1.32-1.33). `restart()` forgets every
-plugin and re-reads the directory, as a restarted kubelet does.
+plugin and re-reads the directory, as a restarted kubelet does. Given an API client and its
+node's name, every start also deletes that node's ResourceSlices, as the real kubelet does
+(it no longer trusts what drivers published before it started), so a driver that does not
+restore its slices leaves the node with nothing to allocate.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import grpc
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.resource_v1 import ResourceSlice
 
 from erdma.aio import AsyncService
 from erdma.api.dra.v1 import api_pb2 as v1
@@ -51,8 +57,12 @@ class FakeDraKubelet(AsyncService):
     kubelet_dir: Path
     api: Api = "auto"
     poll: float = 0.05
+    client: AsyncClient | None = None
+    node_name: str = ""
     plugins: dict[str, DraPlugin] = field(default_factory=dict)
     refusals: list[tuple[str, str]] = field(default_factory=list)
+    #: the slice names each start deleted, oldest start first
+    wiped: list[list[str]] = field(default_factory=list)
     _seen: set[Path] = field(default_factory=set)
     _task: asyncio.Task[None] | None = None
     _tick: asyncio.Event = field(default_factory=asyncio.Event)
@@ -63,6 +73,8 @@ class FakeDraKubelet(AsyncService):
 
     async def start(self) -> None:
         self.registry_dir.mkdir(parents=True, exist_ok=True)
+        if self.client is not None:
+            self.wiped.append(await delete_node_slices(self.client, self.node_name))
         self._task = asyncio.get_running_loop().create_task(self._watch())
 
     async def stop(self) -> None:
@@ -158,6 +170,28 @@ class FakeDraKubelet(AsyncService):
             claims=[pb.Claim(namespace=ns, uid=uid, name=name) for ns, uid, name in claims]
         )
         return await self.plugins[driver].stub.NodeUnprepareResources(request, timeout=10)
+
+
+async def delete_node_slices(client: AsyncClient, node: str) -> list[str]:
+    """Delete every ResourceSlice of ``node``, as the kubelet does when it starts; the names.
+
+    The kubelet sends one DeleteCollection with the field selector ``spec.nodeName``; a list
+    and a delete per slice with the same selector look the same to a driver's watch.
+    """
+    if not node:
+        raise ValueError("the kubelet stand-in needs its node's name to delete its slices")
+    names = [
+        s.metadata.name
+        async for s in client.list(ResourceSlice, fields={"spec.nodeName": node})
+        if s.metadata is not None and s.metadata.name
+    ]
+    for name in names:
+        try:
+            await client.delete(ResourceSlice, name)
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise
+    return names
 
 
 def _accepts(path: str) -> bool:

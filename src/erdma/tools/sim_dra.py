@@ -2,13 +2,16 @@
 
 It builds the fixture host, starts the real `DraDriver` and the fake kubelet (plugin-watcher
 registration and the DRA v1 proto over unix sockets), shows the ResourceSlice (sent to the API
-server of `--kubeconfig` when given, else only computed), plays the scheduler for a one-NIC
-claim aligned with the first GPU's PCIe root when there are GPUs, prepares it, prints the
-per-claim CDI spec kubelet's runtime would inject, and unprepares it.
+server of `--kubeconfig` when given, else only computed), and with an API server restarts the
+kubelet, which deletes the node's slices as the real one does, to show the driver restore its
+own. It then plays the scheduler for a one-NIC claim aligned with the first GPU's PCIe root
+when there are GPUs, prepares it, prints the per-claim CDI spec kubelet's runtime would
+inject, and unprepares it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 import uuid
@@ -20,6 +23,7 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
+from lightkube.resources.resource_v1 import ResourceSlice
 
 from erdma.agent.health import device_health
 from erdma.agent.nccl import NcclConfig, nccl_env
@@ -34,6 +38,8 @@ from erdma.sim import fakehost
 from erdma.sim.dra_kubelet import FakeDraKubelet
 
 NODE = "sim-node"
+#: how long the narration waits for the restored slice before it says it is missing
+RESTORE_WAIT = 10.0
 
 
 def _say(text: str = "") -> None:
@@ -56,6 +62,32 @@ async def _ensure_node(client: AsyncClient) -> None:
     except ApiError as exc:
         if exc.status.code != 409:
             raise
+
+
+async def _uid(client: AsyncClient, name: str) -> str | None:
+    try:
+        found = await client.get(ResourceSlice, name)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return None
+        raise
+    return found.metadata.uid if found.metadata else None
+
+
+async def _kubelet_restart(client: AsyncClient, kubelet: FakeDraKubelet, name: str) -> None:
+    """Restart the kubelet, which deletes the node's slices, and show the driver restore ours."""
+    before = await _uid(client, name)
+    await kubelet.restart()
+    _say(f"\n== kubelet restarts: deletes this node's ResourceSlices {kubelet.wiped[-1]}")
+    loop = asyncio.get_running_loop()
+    start, deadline = loop.time(), loop.time() + RESTORE_WAIT
+    while await _uid(client, name) in (None, before):
+        if loop.time() > deadline:
+            _say(f"   ResourceSlice {name} NOT restored within {RESTORE_WAIT:g}s")
+            return
+        await asyncio.sleep(0.01)
+    took = (loop.time() - start) * 1000
+    _say(f"   the driver's watch saw the deletion: {name} restored after {took:.0f} ms")
 
 
 async def run_dra_sim(variant: str, kubeconfig: str | None) -> None:
@@ -83,7 +115,8 @@ async def run_dra_sim(variant: str, kubeconfig: str | None) -> None:
         body = build_slice(NODE, "<node uid>", DRIVER_NAME, 1, devices)
         if client is not None:
             await _ensure_node(client)
-        async with FakeDraKubelet(root / "kubelet") as kubelet, driver:
+        kubelet = FakeDraKubelet(root / "kubelet", client=client, node_name=NODE)
+        async with kubelet, driver:
             plugin = await kubelet.wait_registered(DRIVER_NAME)
             _say(
                 f"\n== kubelet: {DRIVER_NAME} registered (DRA {plugin.version}, {plugin.endpoint})"
@@ -99,6 +132,8 @@ async def run_dra_sim(variant: str, kubeconfig: str | None) -> None:
                     f"{k}={next(iter(v.values()))}" for k, v in device["attributes"].items()
                 )
                 _say(f"   {device['name']}: {attrs}")
+            if client is not None:
+                await _kubelet_restart(client, kubelet, body["metadata"]["name"])
             if not devices:
                 _say("\nno devices to allocate on this host")
                 return

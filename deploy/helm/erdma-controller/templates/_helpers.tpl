@@ -5,6 +5,7 @@
 
 {{- define "erdma.controllerName" -}}{{ include "erdma.fullname" . }}-controller{{- end -}}
 {{- define "erdma.agentName" -}}{{ include "erdma.fullname" . }}-agent{{- end -}}
+{{- define "erdma.driverName" -}}{{ include "erdma.fullname" . }}-driver{{- end -}}
 {{- define "erdma.cdiSpecDir" -}}/var/run/cdi{{- end -}}
 
 {{/* The reference controller's leader-election Lease. */}}
@@ -16,6 +17,9 @@
 {{- end -}}
 {{- define "erdma.agentServiceAccount" -}}
 {{- .Values.serviceAccount.agentName | default (include "erdma.agentName" .) -}}
+{{- end -}}
+{{- define "erdma.driverServiceAccount" -}}
+{{- .Values.serviceAccount.driverName | default (include "erdma.driverName" .) -}}
 {{- end -}}
 
 {{/* Labels on every object; "component" tells the programs apart. */}}
@@ -77,11 +81,40 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/* Tolerations: the component's own (.from.tolerations; .default when absent), then the
-     top-level ones. */}}
+     top-level ones. With .noBlanket (the controller's pods) a top-level toleration of every
+     taint (no key, operator Exists: the reference chart's `[{operator: Exists}]`) is left out,
+     so only the component's own list can give it; NOTES warn (erdma.warnings). */}}
 {{- define "erdma.tolerations" -}}
 {{- $own := include "erdma.orDefault" (dict "from" .from "key" "tolerations" "default" .default) | fromJsonArray -}}
-{{- with concat $own (.root.Values.tolerations | default list) -}}
+{{- $added := list -}}
+{{- range (.root.Values.tolerations | default list) -}}
+{{- if not (and $.noBlanket (include "erdma.blanketToleration" .)) }}{{ $added = append $added . }}{{ end -}}
+{{- end -}}
+{{- with concat $own $added -}}
 tolerations: {{- toYaml . | nindent 2 }}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" for a toleration of every taint (of every effect, or of one effect on every key). */}}
+{{- define "erdma.blanketToleration" -}}
+{{- if and (not .key) (eq (toString .operator) "Exists") }}true{{ end -}}
+{{- end -}}
+
+{{/* A pod's imagePullSecrets: the top-level ones, then agent.imagePullSecrets (every program
+     runs the agent's image unless controller.image names another), then .own (the component's
+     own: controller.imagePullSecrets for the controller's pods); each Secret once, where it
+     first appears. Any of them may be absent (--reuse-values of an earlier chart version). */}}
+{{- define "erdma.imagePullSecrets" -}}
+{{- $all := concat (.root.Values.imagePullSecrets | default list) (.root.Values.agent.imagePullSecrets | default list) (.own | default list) -}}
+{{- $names := list -}}
+{{- range $all -}}
+{{- if not (has .name $names) }}{{ $names = append $names .name }}{{ end -}}
+{{- end -}}
+{{- with $names -}}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . | quote }}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 

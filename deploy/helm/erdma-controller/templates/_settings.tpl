@@ -21,9 +21,28 @@
 {{- toYaml $out -}}
 {{- end -}}
 
-{{/* The agent's config file (`erdma agent --config`); keys are AgentConfig's. */}}
+{{/* The agent's config file (`erdma agent --config`); keys are AgentConfig's. The agent
+     leaves node preparation (and its host namespace and installer) to the driver DaemonSet's
+     init container, which reads erdma.driverConfig. */}}
 {{- define "erdma.agentConfig" -}}
-{{- include "erdma.agentSettings" . | fromYaml | include "erdma.pruned" -}}
+{{- $s := include "erdma.agentSettings" . | fromYaml -}}
+{{- $_ := set $s "prepareNode" false -}}
+{{- $_ = set $s "hostNamespace" false -}}
+{{- $_ = unset $s "driverInstaller" -}}
+{{- $_ = unset $s "driverInstallCommand" -}}
+{{- include "erdma.pruned" $s -}}
+{{- end -}}
+
+{{/* The driver DaemonSet's config file (`erdma driver prepare --config`): the same settings,
+     with the node preparation the agent leaves out. A driverInstallCommand kept in a Secret
+     (agent.driverInstallCommandSecret) reaches it as an environment variable instead. */}}
+{{- define "erdma.driverConfig" -}}
+{{- $s := include "erdma.agentSettings" . | fromYaml -}}
+{{- $_ := set $s "prepareNode" true -}}
+{{- if (include "erdma.driverInstallCommandSecret" .) -}}
+{{- $_ = unset $s "driverInstallCommand" -}}
+{{- end -}}
+{{- include "erdma.pruned" $s -}}
 {{- end -}}
 
 {{- define "erdma.sharedConfig" -}}
@@ -51,7 +70,7 @@ cdiSpecDir: {{ include "erdma.cdiSpecDir" . }}
 prepareNode: {{ $a.prepareNode | toJson }}
 jumboFrameMTU: {{ $a.jumboFrameMTU | toJson }}
 metricsPort: {{ $m.port | toJson }}
-hostNamespace: {{ eq (include "erdma.agentHostNamespace" .) "true" }}
+hostNamespace: {{ eq (include "erdma.driverHostNamespace" .) "true" }}
 driverInstallCommand: {{ $a.driverInstallCommand | toJson }}
 driverInstaller:
   enabled: {{ eq (include "erdma.driverInstaller" .) "true" }}

@@ -5,13 +5,62 @@
 {{- fail "config.enableWebhook=true needs the controller, which Local mode (config.localERIDiscovery=true) does not run: set config.enableWebhook=false" -}}
 {{- end -}}
 {{- include "erdma.validateImages" . -}}
+{{- if and .Values.agent.driverInstallCommand (include "erdma.driverInstallCommandSecret" .) -}}
+{{- fail (printf "agent.driverInstallCommand and agent.driverInstallCommandSecret.name=%s both give the install command: keep only the Secret (the command then stays out of the ConfigMap and the release's values)" .Values.agent.driverInstallCommandSecret.name) -}}
+{{- end -}}
 {{- include "erdma.validateSmcr" . -}}
 {{- include "erdma.validateCredentials" . -}}
+{{- include "erdma.validateKubeVersion" . -}}
+{{- include "erdma.validateCrdKept" . -}}
 {{- if and .Values.metrics.serviceMonitor.enabled (eq (int .Values.agent.metrics.port) 0) -}}
 {{- fail "metrics.serviceMonitor.enabled=true needs agent.metrics.port other than 0" -}}
 {{- end -}}
 {{- if and .Values.sharedRdma.enabled (eq (int .Values.sharedRdma.metrics.port) (int .Values.agent.metrics.port)) (ne (int .Values.agent.metrics.port) 0) -}}
 {{- fail (printf "sharedRdma.metrics.port and agent.metrics.port are both %v: both DaemonSets can run on one node, so use different ports" .Values.agent.metrics.port) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Lines for Helm's NOTES (templates/NOTES.txt includes this): values that render, but not
+     as a values file written for the reference chart meant them. */}}
+{{- define "erdma.warnings" -}}
+{{- if not .Values.config.localERIDiscovery -}}
+{{- $blanket := list -}}
+{{- range (.Values.tolerations | default list) -}}
+{{- if include "erdma.blanketToleration" . }}{{ $blanket = append $blanket . }}{{ end -}}
+{{- end -}}
+{{- $ownBlanket := false -}}
+{{- range ((.Values.controller | default dict).tolerations | default list) -}}
+{{- if include "erdma.blanketToleration" . }}{{ $ownBlanket = true }}{{ end -}}
+{{- end -}}
+{{- if and $blanket (not $ownBlanket) }}
+WARNING: the top-level tolerations: {{ $blanket | toJson | replace "\"" "" | replace ":" ": " | replace "," ", " }} tolerates every taint (the reference chart gave it to the controller too): the node agents get it, the controller does not get it, so the controller stays off tainted nodes (GPU nodes, unreachable nodes). To give it to the controller anyway, set controller.tolerations; to silence this, move it to agent.tolerations (whose default already tolerates every taint).
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* What the cluster's version (the API server's, or `helm template --kube-version`) cannot
+     serve: DRA's DeviceClass is resource.k8s.io/v1, served from Kubernetes 1.34 on. */}}
+{{- define "erdma.validateKubeVersion" -}}
+{{- $version := .Capabilities.KubeVersion.Version -}}
+{{- if and (.Values.dra | default dict).enabled (not (semverCompare ">=1.34.0-0" $version)) -}}
+{{- fail (printf "dra.enabled=true needs Kubernetes 1.34 or later (its DeviceClasses are resource.k8s.io/v1), and the cluster is %s: upgrade the cluster or set dra.enabled=false (helm template: give --kube-version)" $version) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The reference chart installs the ERdmaDevice CRD as a template of its release; this chart
+     keeps it in crds/, outside the release, so upgrading such a release deletes the CRD, and
+     every ERdmaDevice with it, unless the live CRD carries helm.sh/resource-policy: keep
+     (docs/migration.md, step 1). `lookup` sees the cluster in helm install and upgrade only;
+     under helm template it finds nothing, and nothing is deleted there either. */}}
+{{- define "erdma.validateCrdKept" -}}
+{{- $name := "erdmadevices.network.alibabacloud.com" -}}
+{{- if .Release.IsUpgrade -}}
+{{- $live := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" $name | default dict -}}
+{{- $ann := ($live.metadata | default dict).annotations | default dict -}}
+{{- $ours := and (eq (get $ann "meta.helm.sh/release-name") .Release.Name) (eq (get $ann "meta.helm.sh/release-namespace") .Release.Namespace) -}}
+{{- if and $ours (ne (get $ann "helm.sh/resource-policy") "keep") -}}
+{{- fail (printf "CustomResourceDefinition %s belongs to release %s (the reference chart installs it as a template), and this upgrade would delete it and every ERdmaDevice: run `kubectl annotate crd %s helm.sh/resource-policy=keep` and `kubectl apply -f deploy/crds/` first (docs/migration.md, step 1)" $name .Release.Name $name) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 

@@ -29,6 +29,9 @@ INSTALL_PROVIDER = (
     "ibverbs-utils librdmacm"
 )
 
+#: set by the aliyun/erdma device plugin in each container it gives a device (SMC-R's PNETID)
+POD_PNET_ENV = "SMCR_PNET"
+
 X86 = frozenset({"x86_64"})
 ARM_AND_X86 = frozenset({"x86_64", "aarch64"})
 #: eRDMA-supported ECS images: (os-release ID, VERSION_ID or its major part) -> name, arches
@@ -193,4 +196,17 @@ def smc_r(ctx: DoctorContext) -> Outcome:
             "sockets to SMC-R",
             "SMC-R for annotated pods needs Alibaba Cloud Linux 3 with kernel >= 5.10.134-17",
         )
-    return Outcome(Verdict.PASS, f"smc loaded; net.smc.tcp2smc present (host value {value})")
+    if POD_PNET_ENV not in ctx.environ:
+        return Outcome(Verdict.PASS, f"smc loaded; net.smc.tcp2smc present (host value {value})")
+    # in a container holding an aliyun/erdma device: this network namespace is the pod's
+    if value.strip() != "1":
+        return Outcome(
+            Verdict.WARN,
+            f"this pod's net.smc.tcp2smc is {value.strip()}: its TCP stays TCP. A pod "
+            'annotated network.alibabacloud.com/erdma-smcr: "true" gets SMC-R only where the '
+            "chart's smcr.mode is webhook or prestart (off, also the Local-mode default, leaves "
+            "it off and the API server warns at the pod's creation)",
+            "annotate the pod, and set smcr.mode=webhook (Regular mode) or prestart on the "
+            "release; kubectl describe pod shows whether smcr-init ran",
+        )
+    return Outcome(Verdict.PASS, "SMC-R is on in this pod (net.smc.tcp2smc=1)")
