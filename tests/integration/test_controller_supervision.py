@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -17,11 +18,12 @@ import pytest
 
 from erdma.aio import TaskFailed
 from erdma.controller import main as controller_main
-from erdma.controller import webhooks
+from erdma.controller import orphans, webhooks
 from erdma.controller.config import ControllerConfig, parse_config
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import cloud_for, standard_world
 from tests.fakes.ports import free_port
+from tests.waiting import until
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
 
@@ -44,10 +46,11 @@ def failing_once(real: Callable[..., Any], what: str) -> Callable[..., Any]:
 
 
 def config_for(tmp_path: Path) -> ControllerConfig:
+    suffix = re.sub("[^a-z0-9]", "", tmp_path.name[-8:].lower())  # a valid object name
     return parse_config({
         "region": "cn-hangzhou", "healthPort": free_port(), "enableWebhook": True,
         "webhookPort": free_port(), "certDir": str(tmp_path), "controllerNamespace": "default",
-        "controllerName": f"erdma-supervision-{tmp_path.name[-8:].lower().strip('_')}",
+        "controllerName": f"erdma-supervision-{suffix}",
         "smcInitImage": "erdma-k8s:test", "leaseDurationSeconds": 4,
     })  # fmt: skip
 
@@ -127,3 +130,37 @@ async def test_a_dead_operator_or_elector_stops_the_controller_on_purpose(
     assert f"background task {task_name!r} failed" in caplog.text
     assert "stopping the process" in caplog.text
     assert not listening(config.health_port) and not listening(config.webhook_port)
+
+
+async def test_a_dead_orphan_sweep_is_restarted_while_the_operator_runs(
+    kube_api, tmp_path, caplog, monkeypatch
+):
+    """The workers and the orphan sweeps run under the same Supervisor as every long-lived task:
+    one that dies is logged with its traceback and run again, not lost without a word."""
+    runs = 0
+    real = orphans.OrphanSweeper.run
+
+    async def counted(self: orphans.OrphanSweeper, interval: float) -> None:
+        nonlocal runs
+        runs += 1
+        await real(self, interval)
+
+    monkeypatch.setattr(orphans.OrphanSweeper, "run", failing_once(counted, "the sweeps"))
+    config = config_for(tmp_path)
+    caplog.set_level(logging.ERROR, logger="erdma.controller.handlers")
+    with EcsEmulator(standard_world()).in_thread() as emu:
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            controller_main.run_controller(
+                config, cloud_for(emu), kubeconfig=kube_api.kubeconfig, stop=stop,
+                leader_elect=False,
+            )
+        )  # fmt: skip
+        try:
+            await until(lambda: runs >= 1, what="the orphan sweeps to run again after dying")
+            failure = next(r for r in caplog.records if "'orphan sweeps' failed" in r.getMessage())
+            assert failure.exc_info is not None and failure.exc_info[0] is InjectedFailure
+            assert not task.done()
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 20)

@@ -19,10 +19,6 @@ class ConfigError(ValueError):
     """A configuration value that cannot be used; the message says which and why."""
 
 
-class DocumentError(ValueError):
-    """A file's text that is not a document of its kind; the message says where and why."""
-
-
 def load_file(path: Path) -> dict[str, Any]:
     """A YAML or JSON mapping; a missing, unreadable, oversized or non-mapping file is a
     ConfigError naming the file."""
@@ -42,7 +38,7 @@ def load_file(path: Path) -> dict[str, Any]:
         ) from None
     try:
         data = _parser(path)(text)
-    except DocumentError as exc:
+    except ValueError as exc:  # the parser's reason: not a document of its kind
         raise ConfigError(f"config file {path}: {exc}") from None
     if data is None:
         return {}
@@ -63,8 +59,8 @@ def _parser(path: Path) -> Callable[[str], Any]:
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            raise DocumentError(f"not valid {kind}: {exc}") from None
+            raise ValueError(f"not valid {kind}: {exc}") from None
         except RecursionError:
-            raise DocumentError(f"not valid {kind}: nested too deeply") from None
+            raise ValueError(f"not valid {kind}: nested too deeply") from None
 
     return parse_json

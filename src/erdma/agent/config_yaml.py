@@ -1,7 +1,9 @@
 """YAML configuration files, refusing alias bombs; imported only when a file is `.yaml`/`.yml`.
 
 Kept apart from `config_file` so that the agent the chart installs (which reads JSON) never
-imports PyYAML: its 18 modules are about 1 MiB of the agent's resident memory.
+imports PyYAML: its 18 modules are about 1 MiB of the agent's resident memory. It depends on
+nothing of the agent: a document that is not valid YAML is a `ValueError` with the reason,
+which `config_file` reports with the file's name.
 """
 
 from __future__ import annotations
@@ -9,8 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-
-from erdma.agent.config_file import DocumentError
 
 # YAML nodes after aliases are expanded: a billion-laughs file is refused before it is built
 MAX_YAML_NODES = 100_000
@@ -27,7 +27,7 @@ def parse_yaml(text: str) -> Any:
         _expanded_size(node, {}, set())
         return loader.construct_document(node)
     except (yaml.YAMLError, RecursionError) as exc:
-        raise DocumentError(f"not valid yaml: {_problem(exc)}") from None
+        raise ValueError(f"not valid yaml: {_problem(exc)}") from None
     finally:
         loader.dispose()
 
@@ -48,7 +48,7 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int], active: set[int]) -> 
     if key in sizes:
         return sizes[key]
     if key in active:
-        raise DocumentError("a YAML alias refers to the node that contains it; aliases are refused")
+        raise ValueError("a YAML alias refers to the node that contains it; aliases are refused")
     active.add(key)
     size = 1
     if isinstance(node, yaml.SequenceNode):
@@ -57,7 +57,7 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int], active: set[int]) -> 
         for k, v in node.value:
             size += _expanded_size(k, sizes, active) + _expanded_size(v, sizes, active)
     if size > MAX_YAML_NODES:
-        raise DocumentError(
+        raise ValueError(
             f"YAML aliases expand to more than {MAX_YAML_NODES} values (an alias bomb?); "
             "write the values out"
         )

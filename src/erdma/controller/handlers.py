@@ -19,6 +19,7 @@ from typing import Any
 
 import kopf
 
+from erdma.aio import SupervisedTask, Supervisor
 from erdma.controller.orphans import OrphanSweeper
 from erdma.controller.reconcile import NodeReconciler
 from erdma.controller.watch_guard import WatchHealth, guarding
@@ -178,12 +179,19 @@ async def run_operator(
     reconciler.metrics.watch_queue(queue.__len__)
     registry = build_registry(reconciler, queue, kubeconfig)
     sweeper = OrphanSweeper(reconciler.kube, reconciler.cloud, reconciler.config)
-    background = [
-        asyncio.create_task(run_workers(reconciler, queue, reconciler.config.reconcile_workers)),
-        asyncio.create_task(sweeper.run(reconciler.config.reverify_interval_seconds)),
-    ]
+    config = reconciler.config
+    background = Supervisor(
+        [
+            SupervisedTask(
+                "reconcile workers",
+                lambda: run_workers(reconciler, queue, config.reconcile_workers),
+            ),
+            SupervisedTask("orphan sweeps", lambda: sweeper.run(config.reverify_interval_seconds)),
+        ],
+        log,
+    )
     settings = operator_settings()
-    try:
+    async with background:  # a worker or sweep that dies is logged and restarted with backoff
         with guarding(settings, watches or WatchHealth()):
             await kopf.operator(
                 registry=registry,
@@ -193,7 +201,3 @@ async def run_operator(
                 stop_flag=stop,
                 ready_flag=ready,
             )
-    finally:
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)

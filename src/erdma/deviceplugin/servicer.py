@@ -18,6 +18,7 @@ import grpc
 
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
 from erdma.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from erdma.deviceplugin.allocation_log import ALLOCATIONS
 from erdma.deviceplugin.convert import (
     KUBELET_MAX_MESSAGE_BYTES,
     MAX_REFUSAL_BYTES,
@@ -175,10 +176,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
                 raise RuntimeError(
                     f"plugin answered {len(allocations)} containers for {len(wanted)} requests"
                 )
-            log.info(
-                "allocated",
-                extra={"resource": self._resource, "container_requests": wanted},
-            )
+            ALLOCATIONS.allocated(self._resource, wanted)
             return pb.AllocateResponse(
                 container_responses=[allocation_to_pb(a) for a in allocations]
             )
