@@ -13,14 +13,18 @@ from tests.fakes.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, cloud_for
 from tests.integration.controller_rig import running_controller
 from tests.integration.controller_support import add_node, eventually, ready_device
 
+#: the client's timeout: long enough that only the delayed attach runs past it, even when a
+#: loaded machine slows every other call (the look before resending included)
+TIMEOUT = 3.0
+
 pytest_plugins = ["tests.integration.conftest_kubeapi", "tests.integration.conftest_controller"]
 
 ATTACH = "AttachNetworkInterface"
 
 
 async def test_an_attach_answered_too_late_is_not_sent_again(kube_api, k8s, emu):
-    emu.faults.inject(ATTACH, answer_delay=2.0, times=1)
-    cloud = cloud_for(emu, timeout_seconds=0.5)
+    emu.faults.inject(ATTACH, answer_delay=2 * TIMEOUT, times=1)
+    cloud = cloud_for(emu, timeout_seconds=TIMEOUT)
     async with running_controller(kube_api.kubeconfig, cloud):
         name = await add_node(k8s, emu.world.add_instance(GPU_TWO_CARDS.name))
         await eventually(lambda: ready_device(k8s, name), timeout=60)
@@ -31,8 +35,8 @@ async def test_an_attach_answered_too_late_is_not_sent_again(kube_api, k8s, emu)
 async def test_every_attach_answered_too_late_still_ends_ready_without_a_refusal(
     kube_api, k8s, emu
 ):
-    emu.faults.inject(ATTACH, answer_delay=1.0, times=4)
-    cloud = cloud_for(emu, timeout_seconds=0.5)
+    emu.faults.inject(ATTACH, answer_delay=2 * TIMEOUT, times=4)
+    cloud = cloud_for(emu, timeout_seconds=TIMEOUT)
     async with running_controller(kube_api.kubeconfig, cloud):
         nodes = [
             await add_node(k8s, emu.world.add_instance(kind))
