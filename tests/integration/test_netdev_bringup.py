@@ -17,6 +17,7 @@ from erdma.kube.client import KubeApi, new_client
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GPU_TWO_CARDS, standard_world
 from tests.integration.netns_support import MAC, NEEDS_NETNS, ip, ipj, link, path, routes_via
+from tests.waiting import until
 
 pytest_plugins = ["tests.integration.conftest_kubeapi", "tests.integration.conftest_netns"]
 
@@ -64,10 +65,12 @@ def test_second_run_changes_nothing(netns):
     assert (ipj(netns, "route", "show"), ipj(netns, "addr", "show", "dev", "eri0")) == before
 
 
-def test_rerun_after_carrier_loss_does_not_duplicate_routes(netns):
+async def test_rerun_after_carrier_loss_does_not_duplicate_routes(netns):
     """Link admin-up but carrier down (operstate not UP): configuration runs again, safely."""
     configure_eri_netdev(MAC, NET, mtu=None, netns=path(netns))
     ip(netns, "link", "set", "eri0p", "down")
+    # the kernel updates operstate after the carrier change, from a work queue: wait for it
+    await until(lambda: link(netns, "eri0")["operstate"] != "UP", what="eri0 to lose carrier")
 
     result = configure_eri_netdev(MAC, NET, mtu=None, netns=path(netns))
 
