@@ -4,18 +4,26 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test e2e lint typecheck generate stubs bench chaos image venv clean
+.PHONY: help demo test e2e lint typecheck generate stubs bench chaos image push lock venv clean
 
 $(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	@echo "Setting up $(VENV) (1-2 minutes; reused until pyproject.toml changes):"
+	@test -x $(PY) || { echo "  creating the virtualenv $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@echo "  installing erdma-k8s and its test tools with pip"
+	@$(PY) -m pip install -q --upgrade pip
+	@$(PY) -m pip install -q -e '.[test]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
+## help: list the targets and what each does
+help:
+	@awk '/^## [a-z0-9-]+: / { name = $$2; sub(/:$$/, "", name); text = $$0; \
+		sub(/^## [^:]*: /, "", text); printf "  %-10s %s\n", name, text }' $(MAKEFILE_LIST)
+
+## venv: only set up .venv (every other target does it first)
 venv: $(STAMP)
 
-## demo: run the main job on a simulated node (fixture host, fake kubelet, real agent)
+## demo: run the main job on simulated nodes (the real agent, a fake kubelet)
 demo: $(STAMP)
 	$(VENV)/bin/erdma sim
 	$(VENV)/bin/erdma sim --variant gpu
@@ -28,11 +36,13 @@ test: $(STAMP) lint typecheck
 e2e: $(STAMP)
 	$(PY) -m pytest tests/e2e -q -ra
 
+## lint: ruff check, ruff format --check and the import layer contracts
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench scripts
 	$(VENV)/bin/ruff format --check src tests bench scripts
 	$(VENV)/bin/lint-imports
 
+## typecheck: mypy
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
@@ -57,10 +67,20 @@ bench: $(STAMP)
 chaos: $(STAMP)
 	$(PY) -m bench.chaos --write-docs
 
-IMAGE ?= erdma-k8s/erdma:0.1.0
-## image: the one container image for all programs (needs a Docker engine)
-image:
-	docker build -f deploy/docker/Dockerfile -t $(IMAGE) .
+REGISTRY ?= docker.io
+## image: the one image, docker.io/erdma-k8s/erdma:<version> (or IMAGE=...), built offline from deploy/docker/*.lock (root, mmdebstrap, Docker)
+image: $(STAMP)
+	$(PY) scripts/image.py build $(if $(IMAGE),--tag $(IMAGE))
 
+## push: tag the image as REGISTRY/erdma-k8s/erdma:<version> and push it (make push REGISTRY=registry.example.com)
+push: image
+	$(PY) scripts/image.py push --registry $(REGISTRY) $(if $(IMAGE),--image $(IMAGE))
+
+## lock: rewrite deploy/docker/*.lock from the registries (Debian packages; Python wheels with hashes)
+lock: $(STAMP)
+	$(PY) -m pip install -q uv==0.13.8
+	$(PY) scripts/image.py lock
+
+## clean: remove .venv and the tool caches
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -39,7 +39,7 @@ def argv(case: ConfigCase, scratch: Path, config: Path | None) -> list[str]:
     """The command line of ``case``: the program with harmless defaults, then its own flags."""
     own = [a.format(dir=scratch, config=config) for a in case.args]
     if case.program == "agent":
-        base = ["--host-root", str(scratch / "host")]
+        base = ["--host-root", str(scratch)]  # an existing directory, as the agent requires
         if not case.sets("metricsPort", "--metrics-port", "ERDMA_METRICS_PORT"):
             base += ["--metrics-port", "0"]
         if not case.sets("kubeletDir", "--kubelet-dir", "ERDMA_KUBELET_DIR"):

@@ -24,7 +24,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,13 +113,27 @@ def build_spec(snapshot: DeviceSnapshot, with_rdma_cm: bool = True) -> dict[str,
     return spec
 
 
+def device_env(devices: Sequence[RdmaDevice]) -> dict[str, str]:
+    """The environment a container gets with these eRDMA devices, whichever way it got them:
+    the `aliyun/erdma` device plugin's Allocate, the CDI spec (`build_spec`), `erdma docker
+    args`, so a program reads the same variables in a pod and under a container engine.
+
+    `ERDMA_DEVICES` names them in the order given; `SMCR_PNET` is the first PNETID among them,
+    because SMC-R pairs one PNETID with the pod's netdev (`erdma smcr-init` reads it).
+    """
+    if not devices:
+        return {}
+    env = {"ERDMA_DEVICES": ",".join(d.name for d in devices)}
+    pnetid = next((d.pnetid for d in devices if d.pnetid), None)
+    if pnetid:
+        env["SMCR_PNET"] = pnetid
+    return env
+
+
 def _device_entry(name: str, devices: list[RdmaDevice]) -> dict[str, Any]:
     _check_name(name)
     edits: dict[str, Any] = {"deviceNodes": [_device_node(d.uverbs) for d in devices]}
-    pnetid = next((d.pnetid for d in devices if d.pnetid), None)
-    if pnetid:
-        # SMC-R pairs one PNETID with the pod's netdev; `all` carries the first device's.
-        edits["env"] = [f"SMCR_PNET={pnetid}"]
+    edits["env"] = [f"{key}={value}" for key, value in device_env(devices).items()]
     return {"name": name, "containerEdits": edits}
 
 
@@ -183,7 +197,10 @@ def write_spec(spec: Mapping[str, Any], output_dir: Path, fmt: str = "yaml") -> 
 
     The temporary file lives in the same directory so the rename never crosses filesystems, and
     is named `.<stem>.*.tmp`: engines load only `*.yaml`/`*.json`, so they never parse it, even
-    when a crash leaves it behind. The directory is fsynced so the rename survives a power cut.
+    when a crash leaves it behind. The spec in the other format is then removed: beside it,
+    every device would be defined twice in one directory, which engines refuse for every
+    device of the kind ("unresolvable CDI devices"). The directory is fsynced so the rename
+    and the removal survive a power cut.
     """
     text = render_spec(spec, fmt)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -199,6 +216,9 @@ def write_spec(spec: Mapping[str, Any], output_dir: Path, fmt: str = "yaml") -> 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    for other in FORMATS:
+        if other != fmt:
+            spec_path(output_dir, other).unlink(missing_ok=True)
     _fsync_dir(output_dir)
     return target
 

@@ -7,17 +7,19 @@ as a command that may carry a token; ``env`` for extra environment names kept fr
 reference; ``secret`` for a value never logged; ``chart`` for what the chart's schema restricts
 further, e.g. with its label-map definition: ``{"chart": {"definition": "labelMap"}}``. From it
 come the command-line flags, the environment variables, the key names in error messages, the
-configuration reference in docs/, the chart's JSON schema and the redacted start-up log line.
+configuration reference in docs/, the chart's JSON schema, the redacted start-up log line, and
+the explanation of a bad value or an unknown key (with the key that was probably meant).
 """
 
 from __future__ import annotations
 
+import difflib
 import enum
 import inspect
 import json
 import re
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
@@ -25,6 +27,7 @@ from typing import Any, Union, get_args, get_origin
 import click
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
 
 F = Callable[..., Any]
 #: JSON-schema keywords the chart's values.schema.json takes over from a model field
@@ -80,13 +83,27 @@ def cli_options(model: type[BaseModel], env_prefix: str) -> Callable[[F], F]:
 
 
 def _help_text(model: type[BaseModel], env_prefix: str, name: str) -> str:
-    """An option's help: the field's description, what it accepts and its environment names."""
+    """An option's help: the field's description, its default, what it accepts and its
+    environment names (an option's own default is None, so click cannot show the setting's)."""
     info = model.model_fields[name]
     accepted = _accepted(model, name)
     envs = ", ".join(env_names(env_prefix, name, info))
-    notes = "; ".join(n for n in (accepted and f"accepted: {accepted}", f"env {envs}") if n)
+    notes = [f"default: {_help_default(info)}", accepted and f"accepted: {accepted}", f"env {envs}"]
     joined = " (comma-joined)" if get_origin(info.annotation) is list else ""
-    return f"{info.description or ''} [{notes}]{joined}"
+    return f"{info.description or ''} [{'; '.join(n for n in notes if n)}]{joined}"
+
+
+def _help_default(info: FieldInfo) -> str:
+    """The default as it is typed on a command line: a string or list without JSON's quotes
+    and brackets; `""` for the empty string."""
+    text = _default_text(info).strip("`")
+    try:
+        value = json.loads(text)
+    except ValueError:  # a description such as `$NODE_NAME` or in-cluster
+        return text
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value) or "none"
+    return value if isinstance(value, str) and value else text
 
 
 class _SettingOption(click.Option):
@@ -133,10 +150,63 @@ def _base_type(annotation: Any) -> Any:
 
 
 def _is_model(annotation: Any) -> bool:
+    return _model_in(annotation) is not None
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, itself or as list items; None for a scalar field."""
     base = _base_type(annotation)
     if get_origin(base) is list:
         base = get_args(base)[0]
-    return isinstance(base, type) and issubclass(base, BaseModel)
+    return base if isinstance(base, type) and issubclass(base, BaseModel) else None
+
+
+#: characters of a bad value quoted in an error message
+MAX_SHOWN = 200
+
+
+def explain(model: type[BaseModel], errors: Sequence[ErrorDetails], flags: bool = True) -> str:
+    """One clause per error: the key as people write it (the file key, with its flag where
+    ``flags`` and it has one), the value, and what is wrong with it."""
+    lines = []
+    for item in errors:
+        loc = [str(p) for p in item["loc"]]
+        if loc and loc[0] in model.model_fields:
+            info = model.model_fields[loc[0]]
+            key = key_of(loc[0], info)
+            flagged = flags and has_flag(info) and len(loc) == 1
+            loc[0] = f"{key} ({flag_of(loc[0])})" if flagged else key
+        shown = repr(item.get("input"))
+        if len(shown) > MAX_SHOWN:  # a huge value must not make a huge error line
+            shown = shown[: MAX_SHOWN - 3] + "..."
+        wrong = (
+            unknown_key(model, item["loc"]) if item["type"] == "extra_forbidden" else item["msg"]
+        )
+        lines.append(f"{'.'.join(loc) or '(root)'}={shown}: {wrong}")
+    return "; ".join(lines)
+
+
+def unknown_key(model: type[BaseModel], loc: Sequence[str | int]) -> str:
+    """What to say of the key at ``loc`` that ``model`` does not have: the accepted key that
+    looks most like it (a misspelling is the usual cause), else every key accepted there."""
+    accepted = _keys_at(model, loc[:-1])
+    by_lower = {key.lower(): key for key in accepted}
+    close = difflib.get_close_matches(str(loc[-1]).lower(), list(by_lower), n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean `{by_lower[close[0]]}`?"
+    return f"unknown key; accepted keys: {', '.join(accepted)}" if accepted else "unknown key"
+
+
+def _keys_at(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
+    """The keys a file may hold at ``loc`` (list indices skipped), as people write them."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if isinstance(part, int) or current is None:
+            continue
+        fields = current.model_fields
+        info = next((i for n, i in fields.items() if part in (n, i.alias)), None)
+        current = _model_in(info.annotation) if info is not None else None
+    return [key_of(n, i) for n, i in current.model_fields.items()] if current else []
 
 
 def field_schema(model: type[BaseModel], name: str, chart: bool = True) -> dict[str, Any]:

@@ -9,10 +9,11 @@ from typing import Any
 
 from tests.e2e.agent_support import AGENT, Agent
 from tests.e2e.kubelet_support import Api, KubeletNode, node_resource, wait_for
-from tests.e2e.pods_support import PODS, Seen, run_pod
+from tests.e2e.pods_support import NAMESPACE, PODS, Seen, run_pod
 
 SERVED = ("aliyun/erdma", "rdma/hca")
 RESOURCE = "/apis/resource.k8s.io/v1"
+CLAIMS = f"{RESOURCE}/namespaces/{NAMESPACE}/resourceclaims"
 
 
 class Node:
@@ -56,6 +57,25 @@ class Node:
             f"{resource} {count} in the Node's capacity and allocatable",
         )
 
+    def dra_agent(
+        self, values: Mapping[str, Any], driver: str, devices: int = 2
+    ) -> tuple[Agent, dict[str, Any]]:
+        """An agent on a default fixture host with the chart's DRA ``values``: its DeviceClasses
+        applied, its driver registered with the kubelet, and its ResourceSlice (returned)
+        published with ``devices`` devices (the first generation may be empty)."""
+        agent = self.agent("default", {"dra": dict(values)})
+        for device_class in agent.device_classes:
+            if self.api.get(f"{RESOURCE}/deviceclasses/{device_class['metadata']['name']}") is None:
+                self.api.apply_object(device_class)
+        wait_for(lambda: "DRA driver registered with kubelet" in agent.log, "DRA registration")
+        (published,) = wait_for(
+            lambda: [
+                s for s in self.slices(driver) if len(s["spec"].get("devices") or []) == devices
+            ],
+            f"our ResourceSlice with {devices} devices",
+        )
+        return agent, published
+
     def slices(self, driver: str) -> list[dict[str, Any]]:
         """This node's ResourceSlices of ``driver``, as the API server stores them."""
         items = self.api.get(f"{RESOURCE}/resourceslices")["items"]
@@ -76,9 +96,11 @@ class Node:
         self.api.create(PODS, manifest)
 
     def close(self) -> None:
-        """Pods first (their devices go back to the kubelet), then the agents."""
+        """Pods first (their devices go back to the kubelet), their claims released, then the
+        agents."""
         for name in self.pods:
             self.api.delete(f"{PODS}/{name}")
+        self.release_claims()
         for agent in self.agents:
             agent.stop()
         # the kubelet keeps a stopped plugin's capacity (grace period) with allocatable 0; wait
@@ -89,6 +111,21 @@ class Node:
                     functools.partial(_drained, self.api, self.kubelet.node, resource),
                     f"{resource} allocatable 0 after the agent stopped",
                 )
+
+    def release_claims(self) -> None:
+        """Deallocate the claims on this node's pool once their pods are gone, as
+        kube-controller-manager does (there is none here). Without it a claim keeps its
+        device, and one a test deleted stays behind the scheduler's delete protection, so a
+        later test's claim on that device never schedules."""
+        for claim in (self.api.get(CLAIMS) or {}).get("items", []):
+            allocation = claim.get("status", {}).get("allocation") or {}
+            results = allocation.get("devices", {}).get("results", [])
+            if not any(r.get("pool") == self.kubelet.node for r in results):
+                continue
+            path = f"{CLAIMS}/{claim['metadata']['name']}"
+            cleared = {"status": {"allocation": None, "reservedFor": None}}
+            self.api.merge_patch(f"{path}/status", cleared)
+            self.api.merge_patch(path, {"metadata": {"finalizers": None}})
 
 
 def _drained(api: Api, node: str, resource: str) -> bool:

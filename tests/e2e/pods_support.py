@@ -38,9 +38,11 @@ def pod_manifest(
     annotations: Mapping[str, str] | None = None,
     host_network: bool = True,
     claims: Sequence[tuple[str, str]] = (),
+    from_template: bool = False,
 ) -> dict[str, Any]:
     """A busybox pod running PROBE; ``node`` None leaves binding to the real scheduler;
-    ``claims`` are (name in the pod, ResourceClaim name)."""
+    ``claims`` are (name in the pod, ResourceClaim name), or (name in the pod,
+    ResourceClaimTemplate name) with ``from_template``."""
     resources: dict[str, Any] = {}
     if limits:
         resources = {"limits": dict(limits), "requests": dict(limits)}
@@ -70,7 +72,8 @@ def pod_manifest(
     else:
         spec["nodeName"] = node
     if claims:
-        spec["resourceClaims"] = [{"name": n, "resourceClaimName": c} for n, c in claims]
+        key = "resourceClaimTemplateName" if from_template else "resourceClaimName"
+        spec["resourceClaims"] = [{"name": n, key: c} for n, c in claims]
     metadata: dict[str, Any] = {"name": name, "namespace": NAMESPACE}
     if annotations:
         metadata["annotations"] = dict(annotations)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 from lightkube import AsyncClient, KubeConfig
@@ -21,14 +20,14 @@ from erdma.dra.names import DRIVER_NAME
 from erdma.sim import fakehost
 from erdma.sim.kubelet import FakeKubelet
 from tests.fakes.kubeapi import KubeApiServer
+from tests.integration.dra_support import slices_of
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
 ERDMA = "aliyun/erdma"
 
 
 async def slice_devices(k8s: AsyncClient, node: str) -> list[str]:
-    fields: dict[str, Any] = {"spec.nodeName": node, "spec.driver": DRIVER_NAME}
-    found = [s.to_dict() async for s in k8s.list(ResourceSlice, fields=fields)]
+    found = await slices_of(k8s, node)
     return sorted(d["name"] for s in found for d in s["spec"].get("devices") or [])
 
 
@@ -60,7 +59,8 @@ async def test_dra_owned_devices_are_published_and_not_advertised(kube_api, shor
                 break
             await asyncio.sleep(0.1)
         assert len(names) == 1 and "erdma-0" in names[0].replace("_", "-")
-        assert (short_root / "kubelet" / "plugins_registry" / f"{DRIVER_NAME}-reg.sock").exists()
+        registry = short_root / "kubelet" / "plugins_registry"
+        assert [p for p in registry.iterdir() if p.name.startswith(f"{DRIVER_NAME}-")]
 
         host.set_port_state("erdma_0", False)  # withdrawn from the slice within a rescan or two
         for _ in range(100):
@@ -73,7 +73,10 @@ async def test_dra_owned_devices_are_published_and_not_advertised(kube_api, shor
         stop.set()
         await running
         await kubelet.stop()
-    assert await slice_devices(k8s, node) == []  # deleted on stop: uninstall leaves none
+    assert await slice_devices(k8s, node) == []  # erdma_0 is still down: nothing published
+    assert len(await slices_of(k8s, node)) == 1  # kept on stop, for the next agent to take over
+    assert not [p for p in registry.iterdir() if p.name.startswith(f"{DRIVER_NAME}-")]
+    await k8s.delete(ResourceSlice, (await slices_of(k8s, node))[0]["metadata"]["name"])
     await k8s.delete(Node, node)
     await k8s.close()
 

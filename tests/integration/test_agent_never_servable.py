@@ -58,7 +58,7 @@ async def test_sixteen_devices_of_ten_thousand_slots_are_refused_at_start(short_
     # the device scan logs what it found (JSON lines); the refusal is the one plain line
     plain = [line for line in err.strip().splitlines() if not line.startswith("{")]
     assert len(plain) == 1 and "Traceback" not in err, err
-    assert plain[0].startswith("erdma agent: aliyun/erdma: 16 devices x 10000 slots")
+    assert plain[0].startswith("erdma agent: error: aliyun/erdma: 16 devices x 10000 slots")
     assert "4194304-byte gRPC limit" in plain[0] and "slotsPerDevice to" in plain[0]
     assert '"agent started"' not in err
     assert not (short_root / "kubelet" / "device-plugins").exists() or not list(

@@ -9,6 +9,7 @@ returned, the per-claim spec on disk, idempotency, restart safety and exact clea
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import grpc
@@ -43,7 +44,10 @@ async def test_registers_through_the_plugin_watcher_with_v1_first(short_root, ho
         plugin = await kubelet.wait_registered(DRIVER_NAME)
         await asyncio.wait_for(driver.registration.registered.wait(), 5)
     assert plugin.version == "v1"
-    assert plugin.endpoint == str(short_root / "kubelet/plugins" / DRIVER_NAME / "dra.sock")
+    assert plugin.endpoint == str(driver.dra_socket)
+    assert driver.dra_socket.parent == short_root / "kubelet/plugins" / DRIVER_NAME
+    assert re.fullmatch(r"dra-[0-9a-f]{12}\.sock", driver.dra_socket.name)
+    assert re.fullmatch(rf"{DRIVER_NAME}-[0-9a-f]{{12}}-reg\.sock", plugin.registration_socket.name)
     assert (short_root / "kubelet/plugins_registry").is_dir()
     assert not driver.registration_socket.exists() and not driver.dra_socket.exists()
 

@@ -4,7 +4,8 @@ Proves what the scheduler and the cluster rely on: one slice per node by server-
 (our field manager), owned by the Node, pool = node name with a generation that grows on every
 change, attributes a DeviceClass can select on, the standard pcieRoot equal to a GPU's on the
 same root, unhealthy devices withdrawn or tainted and back when healed, other nodes' and other
-drivers' slices never touched, and this node's slices deleted when the driver stops.
+drivers' slices never touched, a restarted agent taking the slice over without a new
+generation, and this node's slices deleted when the driver stops, if asked to.
 """
 
 from __future__ import annotations
@@ -125,9 +126,12 @@ async def test_consumable_capacity_publishes_shareable_slots(short_root, k8s, no
     assert device["capacity"]["slots"]["requestPolicy"]["validRange"] == {"min": "1", "max": "200"}
 
 
-async def test_stop_deletes_only_this_nodes_slices_and_restart_continues_generation(
+async def test_restart_takes_the_slice_over_and_a_stop_deletes_only_this_nodes_if_asked(
     short_root, k8s, node
 ):
+    """An agent stop keeps the slice; the next agent, publishing the same devices, takes it
+    over as it is (no write, no new generation); one publishing other devices continues the
+    generation; `deleteSlicesOnStop` deletes this node's slices of this driver and no other."""
     host = gpu_host(short_root)
     other_node = {"name": "someone-else", "generation": 7, "resourceSliceCount": 1}
     foreign: list[Any] = [
@@ -157,15 +161,21 @@ async def test_stop_deletes_only_this_nodes_slices_and_restart_continues_generat
     for obj in foreign:
         await k8s.create(obj)
     try:
-        keep = DraConfig(enabled=True, delete_slices_on_stop=False)
-        async with new_driver(short_root, host, client=k8s, node=node, config=keep) as first:
+        async with new_driver(short_root, host, client=k8s, node=node) as first:
             await first.wait_published()
         (kept,) = await slices_of(k8s, node)
         async with new_driver(short_root, host, client=k8s, node=node) as second:
             await second.wait_published()
-            (again,) = await slices_of(k8s, node)
+            (taken,) = await slices_of(k8s, node)
         assert kept["spec"]["pool"]["generation"] == 1
-        assert again["spec"]["pool"]["generation"] == 2
+        assert taken["metadata"] == kept["metadata"]  # same object, not even rewritten
+        host.set_port_state("erdma_1", False)
+        remove = DraConfig(enabled=True, delete_slices_on_stop=True)
+        async with new_driver(short_root, host, client=k8s, node=node, config=remove) as third:
+            await third.wait_published()
+            (changed,) = await slices_of(k8s, node)
+        assert changed["spec"]["pool"]["generation"] == 2
+        assert list(by_name(changed)) == ["erdma-0"]
         assert await slices_of(k8s, node) == []
         assert len(await slices_of(k8s, node, "gpu.example.com")) == 1
         (untouched,) = await slices_of(k8s, "someone-else")

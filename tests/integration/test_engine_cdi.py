@@ -111,6 +111,17 @@ def test_podman_reads_the_json_form_and_refuses_an_unknown_name(tmp_path: Path):
     assert "unresolvable CDI devices aliyun.com/erdma=erdma_7" in unknown.stderr
 
 
+def test_podman_resolves_the_devices_after_generate_switched_format(tmp_path: Path):
+    """A JSON spec beside the YAML one defines every device twice: Podman would refuse them
+    all ("unresolvable CDI devices"); `generate` removes the twin, so the switch is safe."""
+    kit = require("podman")
+    fakehost.build(tmp_path / "host", "default")
+    _generate(kit, tmp_path / "host", tmp_path / "cdi")
+    _generate(kit, tmp_path / "host", tmp_path / "cdi", "--format", "json")
+    probe = _probe(_podman(kit, tmp_path / "cdi", "aliyun.com/erdma=erdma_0", probe_script()))
+    assert probe.infiniband() == {UVERBS0: (231, 192), RDMA_CM: (10, 58)}, probe.raw
+
+
 def test_dockerd_injects_a_device_and_all(tmp_path: Path):
     kit = require("docker")
     fakehost.build(tmp_path / "host", "default")
@@ -129,6 +140,7 @@ def test_dockerd_injects_a_device_and_all(tmp_path: Path):
     assert one.opens[one.made(231, 192)] == "EPERM"
     assert every.infiniband() == {UVERBS0: (231, 192), UVERBS1: (231, 193), RDMA_CM: (10, 58)}
     assert every.env["SMCR_PNET"] == PNET0  # `all` carries the first device's
+    assert every.env["ERDMA_DEVICES"] == "erdma_0,erdma_1" and one.env["ERDMA_DEVICES"] == "erdma_1"
 
 
 def test_a_spec_another_run_left_behind_does_not_break_the_next(tmp_path: Path):

@@ -68,6 +68,8 @@ def test_the_device_asked_for_is_mapped_and_the_other_is_denied(kit, engine, tmp
     assert probe.opens[probe.made(231, 193)] == "EPERM", probe.raw
     assert probe.netns == host_netns()  # --net=host
     assert probe.memlock == "8192"  # KiB: the finite --memlock reached the container
+    # the env the device plugin gives a pod with erdma_0
+    assert probe.env == {"ERDMA_DEVICES": "erdma_0", "SMCR_PNET": "00163E2F3775"}, probe.raw
 
 
 def test_without_device_every_erdma_device_is_mapped(kit, engine, tmp_path):
@@ -151,4 +153,5 @@ def test_bad_input_never_reaches_the_engine(kit, engine, tmp_path):
     ):
         done = _erdma_run(kit, engine, tmp_path, *flags)
         assert done.returncode == 125 and done.stdout == ""
-        assert done.stderr.startswith(f"Error: {message}") and done.stderr.count("\n") == 1
+        assert done.stderr.startswith(f"erdma docker run: error: {message}")
+        assert done.stderr.count("\n") == 1

@@ -187,7 +187,7 @@ async def test_nccl_settings_from_the_config_file(
                      "nccl.gidIndex=300: Input should be less than or equal to 255",
                      id="gidIndex-range"),
         pytest.param({"socketIfName": "eth0"},
-                     "nccl.socketIfName='eth0': Extra inputs are not permitted",
+                     "nccl.socketIfName='eth0': unknown key; did you mean `socketIfname`?",
                      id="misspelt-key"),
         pytest.param({"overrides": {"NCCL_IB_QPS_PER_CONNECTION": 8}},
                      "nccl.overrides.NCCL_IB_QPS_PER_CONNECTION=8: Input should be a valid string",
@@ -206,7 +206,7 @@ async def test_bad_nccl_value_stops_the_agent_naming_the_key(
     code = await asyncio.wait_for(node.process.wait(), 20)
     assert code == 2, node.agent_log()
     log = node.agent_log()
-    assert log.startswith("erdma agent: ") and f"invalid agent configuration: {named}" in log
+    assert log.startswith("erdma agent: error: ") and f"invalid agent configuration: {named}" in log
     assert node.kubelet.registrations == []
 
 

@@ -82,5 +82,5 @@ def test_erdma_sim_from_the_installed_wheel(installed: Path, tmp_path: Path):
     result = run_installed(installed, tmp_path, "-m", "erdma", "sim")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "kubelet: aliyun/erdma registered" in result.stdout
-    assert "sample pod asks for aliyun/erdma: 1 -> ['erdma_0/0']" in result.stdout
+    assert "sample pod asks for aliyun/erdma: 1 -> kubelet allocates ['erdma_0/0']" in result.stdout
     assert "device /dev/infiniband/uverbs0 (rw)" in result.stdout

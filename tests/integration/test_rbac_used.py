@@ -2,7 +2,8 @@
 
 The rendered chart is installed on a real API server that writes an audit log; the controller
 (leader election, webhooks with their certificate, a Node brought to Ready and deleted), the
-uninstall hook's command and a Regular-mode agent then run under their ServiceAccounts' names.
+uninstall hook's command (finalizers, the DRA driver's slices) and a Regular-mode agent then run
+under their ServiceAccounts' names.
 Every request they make must be granted by the rules the chart binds to that ServiceAccount,
 and every (resource, verb) those rules grant must have been used, apart from the few listed in
 ``UNEXERCISED`` with the reason the scenario cannot reach them.
@@ -20,13 +21,14 @@ import pytest
 from lightkube import AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
-from lightkube.resources.resource_v1 import ResourceClaim
+from lightkube.resources.resource_v1 import ResourceClaim, ResourceSlice
 from lightkube.types import PatchType
 
 from erdma.agent.config import build_config
 from erdma.agent.driver_unit import prepare_once
 from erdma.controller.config import parse_config
 from erdma.controller.main import run_controller
+from erdma.dra import DraConfig
 from erdma.dra.names import DRIVER_NAME
 from erdma.host.run import RecordingRunner
 from erdma.kube import crd
@@ -35,7 +37,7 @@ from erdma.sim import fakehost
 from erdma.sim.dra_kubelet import FakeDraKubelet
 from erdma.sim.fakecmds import KmodCommands
 from erdma.sim.node import SimulatedNode
-from erdma.tools.finalizers import drop_all
+from erdma.tools.finalizers import delete_slices, drop_all
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GPU_TWO_CARDS, cloud_for, standard_world
 from tests.fakes.kubeapi import KubeApiServer
@@ -88,6 +90,11 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {
         "the agent posts Events on driver readiness and device health changes; the simulated "
         "node runs with --no-prepare-node and healthy devices (test_agent_events.py posts them)"
     ),
+    (f"ClusterRole/{AGENT}-dra", "resourceclaims/driver", "associated-node:patch"): (
+        "a synthetic subresource: Kubernetes 1.36+ checks it inside the status patch of a "
+        "claim (audited as patch resourceclaims/status, which the scenario makes), never as a "
+        "request of its own; the test server does not authorize"
+    ),
 }
 
 
@@ -99,7 +106,8 @@ async def controller_scenario(
     api: KubeApiServer, out: Rendered, kubeconfig: Path, port: int, tmp: Path
 ) -> None:
     """Leader election, webhook certificate and caBundle, one Node to Ready and deleted,
-    another left for the uninstall hook's command to release."""
+    another left for the uninstall hook's command to release, and a node's DRA slice left for
+    it to delete."""
     config = json.loads(out.config_file(CONTROLLER, "config.json"))
     config.update(FAST, webhookPort=port, certDir=str(tmp / "certs"))
     admin = AsyncClient(KubeConfig.from_file(api.kubeconfig))
@@ -119,9 +127,22 @@ async def controller_scenario(
         finally:
             stop.set()
             await asyncio.wait_for(task, timeout=30)
+    left: Any = ResourceSlice.from_dict(
+        {
+            "metadata": {"name": "rbac-down-node-slice"},
+            "spec": {
+                "driver": DRIVER_NAME,
+                "nodeName": "rbac-down-node",
+                "pool": {"name": "rbac-down-node", "generation": 1, "resourceSliceCount": 1},
+                "devices": [],
+            },
+        }
+    )
+    await admin.create(left)
     hook = KubeApi(new_client(kubeconfig))
     try:
         assert await drop_all(hook) == (1, 0)
+        assert await delete_slices(hook.client, DRIVER_NAME) == 1
     finally:
         await hook.close()
     await admin.close()
@@ -157,7 +178,8 @@ async def agent_scenario(api: KubeApiServer, kubeconfig: Path, root: Path) -> No
 
 async def dra_scenario(api: KubeApiServer, kubeconfig: Path, root: Path) -> None:
     """The agent's DRA driver publishes its node's slice, restores it after a kubelet restart
-    deleted it, prepares and unprepares a claim, and withdraws the slice when it stops."""
+    deleted it, prepares a claim (writing its status.devices) and unprepares it, and, with
+    deleteSlicesOnStop, withdraws the slice when it stops."""
     node_name = "rbac-dra-node"
     admin = AsyncClient(KubeConfig.from_file(api.kubeconfig), field_manager="test")
     agent = new_client(kubeconfig)
@@ -176,7 +198,8 @@ async def dra_scenario(api: KubeApiServer, kubeconfig: Path, root: Path) -> None
         patch_type=PatchType.MERGE,
     )  # fmt: skip
     host = fakehost.build(root / "host", "default")
-    driver = dra_support.new_driver(root, host, client=agent, node=node_name)
+    withdraw = DraConfig(enabled=True, delete_slices_on_stop=True)  # the grant's delete, used
+    driver = dra_support.new_driver(root, host, client=agent, node=node_name, config=withdraw)
     kubelet = FakeDraKubelet(root / "kubelet", client=admin, node_name=node_name)
     try:
         async with kubelet, driver:

@@ -11,6 +11,8 @@ from google.protobuf import descriptor_pb2  # type: ignore[import-untyped]
 
 from erdma.api.cri.runtime.v1 import api_pb2 as cri
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as dp
+from erdma.api.drahealth.v1 import api_pb2 as health_v1
+from erdma.api.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from erdma.api.pluginregistration.v1 import api_pb2 as reg
 from erdma.api.podresources.v1 import api_pb2 as podres
 
@@ -45,6 +47,8 @@ def method_paths(module) -> set[str]:
         (cri, "/runtime.v1.RuntimeService/Version"),
         (cri, "/runtime.v1.RuntimeService/ListPodSandbox"),
         (cri, "/runtime.v1.RuntimeService/PodSandboxStatus"),
+        (health_v1alpha1, "/v1alpha1.DRAResourceHealth/NodeWatchResources"),
+        (health_v1, "/v1.DRAResourceHealth/NodeWatchResources"),
     ],
 )
 def test_method_path_matches_kubelet(module, path):
@@ -54,6 +58,14 @@ def test_method_path_matches_kubelet(module, path):
 def test_list_and_watch_is_server_streaming():
     method = dp.DESCRIPTOR.services_by_name["DevicePlugin"].methods_by_name["ListAndWatch"]
     assert method.server_streaming and not method.client_streaming
+
+
+@pytest.mark.parametrize("module", [health_v1alpha1, health_v1])
+def test_dra_health_is_a_stream_with_kubelets_status_numbers(module):
+    service = module.DESCRIPTOR.services_by_name["DRAResourceHealth"]
+    method = service.methods_by_name["NodeWatchResources"]
+    assert method.server_streaming and not method.client_streaming
+    assert [module.HealthStatus.Value(n) for n in ("UNKNOWN", "HEALTHY", "UNHEALTHY")] == [0, 1, 2]
 
 
 def field_number(message, name: str) -> int:
@@ -82,6 +94,12 @@ def field_number(message, name: str) -> int:
         (cri.Namespace, "options", 2),
         (cri.PodSandboxFilter, "state", 2),
         (cri.PodSandbox, "labels", 5),
+        (health_v1alpha1.DeviceHealth, "health", 2),
+        (health_v1alpha1.DeviceHealth, "last_updated_time", 3),
+        (health_v1alpha1.DeviceHealth, "health_check_timeout_seconds", 4),
+        (health_v1alpha1.DeviceHealth, "message", 5),
+        (health_v1.DeviceHealth, "message", 5),
+        (health_v1.DeviceIdentifier, "device_name", 2),
     ],
 )
 def test_field_numbers_match_upstream(message, name, number):

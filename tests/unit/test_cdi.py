@@ -14,9 +14,9 @@ import yaml
 from click.testing import CliRunner, Result
 
 from erdma import cdi
+from erdma.cli import main
 from erdma.host.devices import scan
 from erdma.sim import fakehost
-from erdma.tools.cdi import cdi_group
 
 # --- the CDI spec rules (container-device-interface SPEC.md), written out independently -----
 SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
@@ -125,9 +125,11 @@ def test_two_devices_one_entry_each_plus_all_and_rdma_cm_in_common_edits(tmp_pat
     assert spec["cdiVersion"] == "0.5.0"  # hostPath is the newest field used
     assert [d["name"] for d in spec["devices"]] == ["erdma_0", "erdma_1", "all"]
     assert _device(spec, "erdma_0")["containerEdits"] == {
-        "deviceNodes": [UVERBS0], "env": ["SMCR_PNET=00163E2F3775"],
+        "deviceNodes": [UVERBS0], "env": ["ERDMA_DEVICES=erdma_0", "SMCR_PNET=00163E2F3775"],
     }  # fmt: skip
-    assert _device(spec, "erdma_1")["containerEdits"]["env"] == ["SMCR_PNET=00163E2F3111"]
+    assert _device(spec, "erdma_1")["containerEdits"]["env"] == [
+        "ERDMA_DEVICES=erdma_1", "SMCR_PNET=00163E2F3111",
+    ]  # fmt: skip
     assert _device(spec, "all")["containerEdits"]["deviceNodes"] == [UVERBS0, UVERBS1]
     assert spec["containerEdits"] == {"deviceNodes": [RDMA_CM]}
 
@@ -207,8 +209,8 @@ def test_device_list_strategy_values(value: str):
 
 # --- erdma cdi generate ---------------------------------------------------------------------
 def _generate(root: Path, out: Path, *extra: str) -> Result:
-    args = ["generate", "--root", str(root), "--output-dir", str(out), *extra]
-    return CliRunner().invoke(cdi_group, args)
+    args = ["cdi", "generate", "--root", str(root), "--output-dir", str(out), *extra]
+    return CliRunner().invoke(main, args)
 
 
 def test_generate_writes_the_spec_and_prints_the_names(tmp_path: Path):
@@ -280,8 +282,8 @@ def test_generate_into_something_not_a_directory_is_one_line(tmp_path: Path):
     result = _generate(tmp_path / "host", tmp_path / "file" / "cdi")
     assert result.exit_code == 1
     assert result.output == (
-        f"Error: cannot write the CDI spec to --output-dir '{tmp_path / 'file' / 'cdi'}': "
-        "Not a directory (it must be a writable directory)\n"
+        "erdma cdi generate: error: cannot write the CDI spec to --output-dir "
+        f"'{tmp_path / 'file' / 'cdi'}': Not a directory (it must be a writable directory)\n"
     )
 
 

@@ -1,11 +1,13 @@
 """`erdma docker args` / `erdma docker run`: the flags a container needs for its RDMA devices.
 
-These check the command line erdma builds; tests/integration/test_engine_docker.py runs it
-through real Docker and Podman and looks inside the container.
+These check the command line erdma builds, run as `erdma docker ...`;
+tests/integration/test_engine_docker.py runs it through real Docker and Podman and looks inside
+the container.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from erdma.cli import main
 from erdma.host.model import CharDevice
 from erdma.sim import fakehost
 from erdma.tools.docker import (
@@ -20,15 +23,18 @@ from erdma.tools.docker import (
     DockerExec,
     Memlock,
     device_flag,
-    docker_group,
     parse_memlock,
 )
 
 MEMLOCK = ["--ulimit", "memlock=-1", "--cap-add=IPC_LOCK"]
+#: the env a pod gets with erdma_0, erdma_1 or both (the fixture's PNETIDs)
+ENV0 = ["--env=ERDMA_DEVICES=erdma_0", "--env=SMCR_PNET=00163E2F3775"]
+ENV1 = ["--env=ERDMA_DEVICES=erdma_1", "--env=SMCR_PNET=00163E2F3111"]
+ENV01 = ["--env=ERDMA_DEVICES=erdma_0,erdma_1", "--env=SMCR_PNET=00163E2F3775"]
 
 
 def _invoke(*args: str, obj: object = None) -> Result:
-    return CliRunner().invoke(docker_group, list(args), obj=obj)
+    return CliRunner().invoke(main, ["docker", *args], obj=obj)
 
 
 def _dev(root: Path, name: str) -> str:
@@ -46,7 +52,7 @@ def test_two_devices_get_both_uverbs_rdma_cm_memlock_and_host_net(tmp_path: Path
     fakehost.build(tmp_path, "default")
     assert _args(tmp_path) == [
         _dev(tmp_path, "uverbs0"), _dev(tmp_path, "uverbs1"), _dev(tmp_path, "rdma_cm"),
-        *MEMLOCK, "--net=host",
+        *ENV01, *MEMLOCK, "--net=host",
     ]  # fmt: skip
 
 
@@ -67,7 +73,7 @@ def test_one_device_host(tmp_path: Path):
 def test_chosen_device_gets_only_its_own_uverbs(tmp_path: Path):
     fakehost.build(tmp_path, "default")
     assert _args(tmp_path, "--device", "erdma_1") == [
-        _dev(tmp_path, "uverbs1"), _dev(tmp_path, "rdma_cm"), *MEMLOCK, "--net=host",
+        _dev(tmp_path, "uverbs1"), _dev(tmp_path, "rdma_cm"), *ENV1, *MEMLOCK, "--net=host",
     ]  # fmt: skip
 
 
@@ -85,7 +91,7 @@ def test_uverbs_index_is_looked_up_not_guessed_from_the_name(tmp_path: Path):
 def test_no_rdma_cm_on_the_host_means_no_rdma_cm_flag(tmp_path: Path):
     fakehost.build(tmp_path, "no-rdma-cm")
     assert _args(tmp_path) == [
-        _dev(tmp_path, "uverbs0"), _dev(tmp_path, "uverbs1"), *MEMLOCK, "--net=host",
+        _dev(tmp_path, "uverbs0"), _dev(tmp_path, "uverbs1"), *ENV01, *MEMLOCK, "--net=host",
     ]  # fmt: skip
 
 
@@ -141,9 +147,11 @@ def test_mad_skips_devices_without_mad_nodes_with_a_note(tmp_path: Path):
 
 # --- bad input: one line, naming the value and what is accepted ---------------------------
 def _error(result: Result, code: int = 1) -> str:
+    """The one line an error prints: `erdma docker args|run: error: ...`, with its code (1 for
+    what the host lacks, 2 for a flag value, 125 for everything `run` refuses)."""
     assert result.exit_code == code, result.output
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    assert len(lines) == 1 and re.match(r"erdma docker (args|run): error: ", lines[0]), lines
     return lines[0]
 
 
@@ -156,7 +164,7 @@ def test_no_device_is_a_clear_error(tmp_path: Path):
 
 def test_unknown_device_lists_the_devices_present(tmp_path: Path):
     fakehost.build(tmp_path, "default")
-    line = _error(_invoke("args", "--root", str(tmp_path), "--device", "erdma_7"))
+    line = _error(_invoke("args", "--root", str(tmp_path), "--device", "erdma_7"), 2)
     assert "unknown --device 'erdma_7': devices present are erdma_0, erdma_1" in line
 
 
@@ -209,7 +217,9 @@ def test_memlock_values(text: str, flag: str):
 def test_a_finite_memlock_replaces_the_unlimited_one(tmp_path: Path):
     fakehost.build(tmp_path, "default")
     flags = _args(tmp_path, "--memlock", "8388608")
-    assert flags[3:] == ["--ulimit", "memlock=8388608:8388608", "--cap-add=IPC_LOCK", "--net=host"]
+    assert flags[3:] == [
+        *ENV01, "--ulimit", "memlock=8388608:8388608", "--cap-add=IPC_LOCK", "--net=host",
+    ]  # fmt: skip
     assert Memlock().ulimit == "memlock=-1"
 
 
@@ -222,7 +232,7 @@ def test_a_finite_memlock_replaces_the_unlimited_one(tmp_path: Path):
 )  # fmt: skip
 def test_a_bad_memlock_is_one_line_naming_the_value(tmp_path: Path, value: str, why: str):
     fakehost.build(tmp_path, "default")
-    line = _error(_invoke("args", "--root", str(tmp_path), "--memlock", value))
+    line = _error(_invoke("args", "--root", str(tmp_path), "--memlock", value), 2)
     assert f"invalid --memlock {value!r}: {why}" in line
     run = _invoke("run", "--root", str(tmp_path), "--memlock", value, "--dry-run", "img")
     assert f"invalid --memlock {value!r}" in _error(run, ENGINE_ERROR)
@@ -250,7 +260,7 @@ def test_run_dry_run_prints_the_exact_shell_quoted_argv(tmp_path: Path):
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert shlex.split(result.stdout) == [
-        "docker", "run", _dev(tmp_path, "uverbs0"), _dev(tmp_path, "rdma_cm"), *MEMLOCK,
+        "docker", "run", _dev(tmp_path, "uverbs0"), _dev(tmp_path, "rdma_cm"), *ENV0, *MEMLOCK,
         "--net=host", "--rm", "-e", "A=b c", "alinux3", "sh", "-c", "ibv_devinfo; echo done",
     ]  # fmt: skip
     assert "'A=b c'" in result.stdout
@@ -267,7 +277,7 @@ def test_run_execs_docker_with_the_flags_and_leaves_later_options_to_docker(tmp_
     assert result.exit_code == 0, result.output
     uverbs1, cm = _dev(tmp_path, "uverbs1"), _dev(tmp_path, "rdma_cm")
     assert recorder.calls == [
-        ("docker", ["docker", "run", uverbs1, cm, *MEMLOCK, "img", "ls", "--device", "x"])
+        ("docker", ["docker", "run", uverbs1, cm, *ENV0, *MEMLOCK, "img", "ls", "--device", "x"])
     ]
 
 
@@ -321,7 +331,10 @@ def test_dry_run_without_an_engine_on_path_prints_the_docker_command(tmp_path: P
 def test_unknown_engine_is_one_line_listing_the_engines(tmp_path: Path):
     fakehost.build(tmp_path, "default")
     line = _error(_invoke("run", "--root", str(tmp_path), "--engine", "rkt", "img"), ENGINE_ERROR)
-    assert line == "Error: invalid --engine 'rkt': accepted values are docker, podman"
+    assert (
+        line
+        == "erdma docker run: error: invalid --engine 'rkt': accepted values are docker, podman"
+    )
 
 
 def test_no_engine_on_path_says_what_was_looked_for(tmp_path: Path):

@@ -100,7 +100,7 @@ def test_output_that_no_longer_matches_names_the_file_and_line() -> None:
     report = failures[0].report()
     assert report.startswith("docs/bad.md:4: $ erdma devices --root /tmp/erdma-none")
     assert "output does not match" in report
-    assert "No RDMA devices found." in report  # the actual output is shown
+    assert "Directory '/tmp/erdma-none' does not exist." in report  # the actual output is shown
 
 
 def test_a_wrong_exit_status_fails() -> None:

@@ -14,7 +14,15 @@ def test_defaults_are_off_and_take_every_erdma_device():
     config = build_config(environ={}).dra
     assert not config.enabled and config.driver_name == "erdma.aliyun.com"
     assert config.device_kinds == ["erdma"] and config.devices == ["*"]
-    assert config.unhealthy == "withdraw" and config.delete_slices_on_stop
+    assert config.unhealthy == "withdraw"
+
+
+def test_an_agent_stop_keeps_the_slice_unless_asked_to_delete_it():
+    """A restart or rolling update must not leave the node without a slice: the slice stays
+    for the next agent, and only `deleteSlicesOnStop: true` withdraws it on every stop."""
+    assert not build_config(environ={}).dra.delete_slices_on_stop
+    asked = build_config(environ={}, flags={"dra": {"deleteSlicesOnStop": True}})
+    assert asked.dra.delete_slices_on_stop
 
 
 @pytest.mark.parametrize(
@@ -25,7 +33,7 @@ def test_defaults_are_off_and_take_every_erdma_device():
         ({"deviceKinds": ["hfi1"]}, "dra.deviceKinds.0='hfi1': Input should be 'erdma' or 'mlx5'"),
         ({"devices": ["erdma_[0"]}, "'erdma_[0' is not a valid glob: use ibdev names with *"),
         ({"slotsPerDevice": 0}, "dra.slotsPerDevice=0: Input should be greater than or equal"),
-        ({"enable": True}, "dra.enable=True: Extra inputs are not permitted"),
+        ({"enable": True}, "dra.enable=True: unknown key; did you mean `enabled`?"),
     ],
 )
 def test_bad_values_name_the_key_the_value_and_what_is_accepted(values, expected):

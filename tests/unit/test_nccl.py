@@ -119,7 +119,7 @@ def test_the_values_section_is_read_by_the_agent_config():
 @pytest.mark.parametrize(
     ("values", "expected"),
     [
-        ({"gidindex": 1}, "nccl.gidindex=1: Extra inputs are not permitted"),
+        ({"gidindex": 1}, "nccl.gidindex=1: unknown key; did you mean `gidIndex`?"),
         ({"enabled": "yes"}, "nccl.enabled='yes': Input should be a valid boolean"),
         ({"gidIndex": "1"}, "nccl.gidIndex='1': Input should be a valid integer"),
         ({"gidIndex": 300}, "nccl.gidIndex=300: Input should be less than or equal to 255"),

@@ -33,8 +33,6 @@ PCI_IDS: dict[str, Any] = {"chart": {"items": {"definition": "pciId"}}}
 _DEVICE_GLOB = r"(?:[A-Za-z0-9_.*?-]|\[!?[A-Za-z0-9_.*?-]+\])+"
 _INSTANCE = r"i-([A-Za-z0-9][A-Za-z0-9-]*|\*)"
 EXPOSED_ERI_PATTERN = rf"^\s*{_INSTANCE}\s+{_DEVICE_GLOB}(/{_DEVICE_GLOB})*\s*$"
-# characters of a bad value quoted in an error message
-MAX_SHOWN = 200
 
 
 CharKind = Literal["uverbs", "rdma_cm", "umad", "issm"]
@@ -299,22 +297,7 @@ class AgentConfig(BaseModel):
 
 
 def _explain(errors: list[ErrorDetails], flags: bool = True) -> str:
-    """One line naming each bad key as people write it (with its flag where ``flags``)."""
-    lines = []
-    for item in errors:
-        loc = [str(p) for p in item["loc"]]
-        if loc and loc[0] in AgentConfig.model_fields:
-            # Name the key as people write it: the file key, and the flag where there is one.
-            info = AgentConfig.model_fields[loc[0]]
-            key = settings.key_of(loc[0], info)
-            flagged = flags and settings.has_flag(info) and len(loc) == 1
-            loc[0] = f"{key} ({settings.flag_of(loc[0])})" if flagged else key
-        key = ".".join(loc) or "(root)"
-        shown = repr(item.get("input"))
-        if len(shown) > MAX_SHOWN:  # a huge value must not make a huge error line
-            shown = shown[: MAX_SHOWN - 3] + "..."
-        lines.append(f"{key}={shown}: {item['msg']}")
-    return "invalid agent configuration: " + "; ".join(lines)
+    return "invalid agent configuration: " + settings.explain(AgentConfig, errors, flags)
 
 
 def env_values(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -368,7 +351,7 @@ def _check_file_types(file: Path, values: dict[str, Any]) -> None:
 
 def check_startup(config: AgentConfig) -> None:
     """What the model cannot know: paths on this node that must be of the right kind before
-    anything starts (a kubelet dir that is a file, a kubeconfig that is missing)."""
+    anything starts (a host root or kubeconfig that is missing, a kubelet dir that is a file)."""
     problems = []
     existing = next((p for p in (config.kubelet_dir, *config.kubelet_dir.parents) if
                      p.exists()), None)  # fmt: skip
@@ -377,6 +360,12 @@ def check_startup(config: AgentConfig) -> None:
         problems.append(
             f"kubeletDir (--kubelet-dir)={str(config.kubelet_dir)!r}: {where} a file, not a "
             "directory; use kubelet's root directory such as /var/lib/kubelet"
+        )
+    if not config.host_root.is_dir():
+        why = "is not a directory" if config.host_root.exists() else "no such directory"
+        problems.append(
+            f"hostRoot (--host-root)={str(config.host_root)!r}: {why}; give the directory "
+            "where the host's /sys, /dev and /proc are (/ on the node, /host in a pod)"
         )
     if config.kubeconfig and not Path(config.kubeconfig).is_file():
         why = "is not a file" if Path(config.kubeconfig).exists() else "no such file"

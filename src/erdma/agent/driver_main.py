@@ -69,7 +69,7 @@ def prepare_command(config_file: Path | None, state_file: Path, **flags: Any) ->
 @_state_file("The file `erdma driver prepare` wrote.")
 @click.option(
     "--host-root",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
     default=Path("/"),
     show_default=True,
     help="Where the host's /sys is.",

@@ -21,7 +21,7 @@ from erdma.agent.allocation import Placement, device_of, preferred, slot_ids
 from erdma.agent.exposure import Exposure
 from erdma.agent.health import device_health
 from erdma.api.names import ERDMA_RESOURCE
-from erdma.cdi import DeviceListStrategy, cdi_annotations, cdi_device_names
+from erdma.cdi import DeviceListStrategy, cdi_annotations, cdi_device_names, device_env
 from erdma.deviceplugin.convert import KUBELET_MAX_MESSAGE_BYTES, list_message_size
 from erdma.deviceplugin.plugin import (
     AllocationError,
@@ -30,6 +30,7 @@ from erdma.deviceplugin.plugin import (
     PluginDevice,
     ResourcePlugin,
 )
+from erdma.host.health import Health
 from erdma.host.model import DeviceSnapshot, ModuleState, RdmaDevice
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class ErdmaPlugin(ResourcePlugin):
         self._prestart = prestart
         self._snapshot = EMPTY_SNAPSHOT
         self._exposed: dict[str, RdmaDevice] = {}
-        self._health: dict[str, tuple[bool, str]] = {}
+        self._health: dict[str, Health] = {}
         self._list: tuple[PluginDevice, ...] = ()
         self._ids: frozenset[str] = frozenset()
         self._notes: dict[str, tuple[str, ...]] = {}
@@ -101,7 +102,7 @@ class ErdmaPlugin(ResourcePlugin):
         # 2 devices x 1,000 slots that is 2,000 objects every rescan interval, for nothing.
         key = (
             self.policy.slots_per_device,
-            *((n, health[n][0], exposed[n].numa_node) for n in sorted(exposed)),
+            *((n, health[n].healthy, exposed[n].numa_node) for n in sorted(exposed)),
         )
         if key == self._list_key:
             return False
@@ -143,22 +144,23 @@ class ErdmaPlugin(ResourcePlugin):
                 if self._unlisted.get(name) != str(exc):  # once per change, not every rescan
                     log.warning("device not advertised", extra={"device": name, "reason": str(exc)})
                 continue
-            healthy = self._health[name][0]
+            healthy = self._health[name].healthy
             numa = () if device.numa_node is None else (device.numa_node,)
             devices.extend(PluginDevice(i, healthy, numa) for i in ids)
         self._unlisted = unlisted
         return devices
 
-    def _log_changes(
-        self, exposed: dict[str, RdmaDevice], health: dict[str, tuple[bool, str]]
-    ) -> None:
+    def _log_changes(self, exposed: dict[str, RdmaDevice], health: dict[str, Health]) -> None:
         for name in sorted(set(exposed) | set(self._exposed)):
             before, after = self._health.get(name), health.get(name)
             if after is None:
                 log.warning("device gone", extra={"device": name})
-            elif before is None or before[0] != after[0]:
-                state = "Healthy" if after[0] else "Unhealthy"
-                log.info(f"device {state}", extra={"device": name, "reason": after[1]})
+            elif before is None or before.healthy != after.healthy:
+                state = "Healthy" if after.healthy else "Unhealthy"
+                log.info(
+                    f"device {state}",
+                    extra={"device": name, "code": after.code.value, "reason": after.message},
+                )
         notes = {name: dev.notes for name, dev in exposed.items()}
         for name, found in sorted(notes.items()):
             if found and found != self._notes.get(name):  # once per change, not every rescan
@@ -169,8 +171,8 @@ class ErdmaPlugin(ResourcePlugin):
         return self._list
 
     @property
-    def health(self) -> dict[str, tuple[bool, str]]:
-        """(healthy, reason) of each exposed device, as of the last update."""
+    def health(self) -> dict[str, Health]:
+        """The health of each exposed device, as of the last update."""
         return dict(self._health)
 
     def expose(self, exposure: Exposure) -> None:
@@ -206,10 +208,7 @@ class ErdmaPlugin(ResourcePlugin):
         else:
             allocation.devices = self._device_nodes(devices)
         if devices:
-            allocation.envs["ERDMA_DEVICES"] = ",".join(names)
-            pnetid = next((d.pnetid for d in devices if d.pnetid), None)
-            if pnetid:
-                allocation.envs["SMCR_PNET"] = pnetid
+            allocation.envs.update(device_env(devices))
             if self._extra_env is not None:
                 allocation.envs.update(self._extra_env(devices))
             if self._finish is not None:

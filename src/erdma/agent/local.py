@@ -128,7 +128,7 @@ async def follow_local(
     ``current`` (the `exposedLocalERIs` rule and the latest rescan) is read every ``interval``
     seconds and handled again when its selection changes; a round that left a device down is
     repeated at a `Backoff` pace (1 s up to 30 s) meanwhile. ``expose`` gets the rule narrowed
-    to the MACs chosen, on change only. The DRA slice follows at the agent's next rescan.
+    to the MACs chosen, on change only; the agent's DRA slice follows at once.
     """
     rounds = LocalBringUp(metadata, netns)
     retry = retry or Backoff(initial=1.0, maximum=30.0)

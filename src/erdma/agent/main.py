@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +26,16 @@ DEPRECATED = "erdma.deprecated_flags"
 MALLOC_ARENAS = 1
 
 
-class _OneLineErrors(click.Command):
-    """A bad flag is reported like every other start-up error: one line and exit code 2, not
-    a usage banner (a DaemonSet's log then shows the reason on its own). The reference agent's
-    flags are translated first (`reference_flags`), and warned about once logging is set up."""
+class StartupError(click.ClickException):
+    """A bad setting or a node the agent cannot serve, found before anything starts: exit 2,
+    reported in one line like every `erdma` error (erdma.cli)."""
+
+    exit_code = 2
+
+
+class _ReferenceFlags(click.Command):
+    """The reference agent's flags are translated first (`reference_flags`), and warned about
+    once logging is set up."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         bool_flags = {
@@ -39,21 +44,8 @@ class _OneLineErrors(click.Command):
         translated, ctx.meta[DEPRECATED] = reference_flags.translate(args, bool_flags)
         return super().parse_args(ctx, translated)
 
-    def make_context(
-        self,
-        info_name: str | None,
-        args: list[str],
-        parent: click.Context | None = None,
-        **extra: Any,
-    ) -> click.Context:
-        try:
-            return super().make_context(info_name, args, parent, **extra)
-        except click.UsageError as exc:
-            click.echo(f"erdma agent: {exc.format_message()}", err=True)
-            sys.exit(2)
 
-
-@click.command("agent", cls=_OneLineErrors)
+@click.command("agent", cls=_ReferenceFlags)
 @click.option(
     "--config",
     "config_file",
@@ -71,8 +63,7 @@ def agent_command(config_file: Path | None, **flags: Any) -> None:
             log.warning("deprecated flag: %s", warning)
         agent = Agent(config)
     except (ConfigError, ExposureError, ValueError) as exc:
-        click.echo(f"erdma agent: {exc}", err=True)
-        sys.exit(2)
+        raise StartupError(str(exc)) from None
     malloc.limit_arenas(MALLOC_ARENAS)
     asyncio.run(_serve(agent, config_file))
 

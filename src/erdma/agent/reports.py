@@ -10,6 +10,7 @@ import logging
 from collections.abc import Mapping
 
 from erdma.agent.events import NodeEvents
+from erdma.host.health import Health
 from erdma.host.model import DeviceSnapshot
 
 log = logging.getLogger(__name__)
@@ -32,13 +33,14 @@ class DeviceReports:
             log.info("RDMA device no longer skipped", extra={"device": name})
         self._skipped_seen = now
 
-    def health_changes(self, health: Mapping[str, tuple[bool, str]]) -> None:
+    def health_changes(self, health: Mapping[str, Health]) -> None:
         """A Node Event when an exposed device turns Unhealthy or recovers."""
-        for name, (healthy, reason) in health.items():
+        for name, verdict in health.items():
             before = self._health_seen.get(name)
-            if before is not None and before != healthy:
-                if healthy:
-                    self.events.emit("Normal", "ErdmaDeviceHealthy", f"{name}: {reason}")
+            if before is not None and before != verdict.healthy:
+                message = f"{name}: {verdict.message}"
+                if verdict.healthy:
+                    self.events.emit("Normal", "ErdmaDeviceHealthy", message)
                 else:
-                    self.events.emit("Warning", "ErdmaDeviceUnhealthy", f"{name}: {reason}")
-            self._health_seen[name] = healthy
+                    self.events.emit("Warning", "ErdmaDeviceUnhealthy", message)
+            self._health_seen[name] = verdict.healthy

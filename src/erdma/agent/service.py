@@ -22,7 +22,7 @@ from erdma.agent.cdi_spec import NodeCdiSpec
 from erdma.agent.config import AgentConfig, ConfigError
 from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy, PreStartHook
 from erdma.agent.events import NodeEvents
-from erdma.agent.exposure import by_macs, parse_rules, select
+from erdma.agent.exposure import Exposure, by_macs, parse_rules, select
 from erdma.agent.health import device_health
 from erdma.agent.metrics import AgentMetrics
 from erdma.agent.nccl import nccl_env
@@ -122,6 +122,8 @@ class Agent:
         self.plugins: list[ResourcePlugin] = [*self.shared]
         if ERDMA_RESOURCE in config.resources:
             self.plugins.insert(0, self.erdma)
+        # Local and Regular mode decide which ERIs are exposed; until then DRA publishes nothing
+        self._exposure_decided = ERDMA_RESOURCE not in config.resources
         self.dra = self._dra_driver() if config.dra.enabled else None
         self._publish(self.snapshot)
         if ERDMA_RESOURCE in config.resources:
@@ -180,8 +182,10 @@ class Agent:
         )
 
     def _publish_dra(self, snapshot: DeviceSnapshot) -> None:
-        """Give the DRA driver the snapshot, limited to the eRDMA devices now exposed."""
-        if self.dra is not None:
+        """Give the DRA driver the snapshot, limited to the eRDMA devices now exposed, once the
+        exposure is decided: before, the driver would publish a slice without them over the
+        one the last agent left, and register with kubelet while refusing their claims."""
+        if self.dra is not None and self._exposure_decided:
             exposed = self.erdma.policy.exposure.select(snapshot.erdma_devices)
             self.dra.publish(snapshot, exposed={d.name for d in exposed})
 
@@ -301,8 +305,7 @@ class Agent:
             reason = f"Regular mode: Ready ERIs {shown}" if macs else (
                 "Regular mode: no device of this node's ERdmaDevice is Ready"
             )  # fmt: skip
-            self.erdma.expose(by_macs(macs, reason))
-            self._publish_dra(self.snapshot)
+            self._expose(by_macs(macs, reason))
             log.info("exposing the node's Ready ERIs", extra={"macs": sorted(macs)})
 
         try:
@@ -319,8 +322,15 @@ class Agent:
 
         metadata = MetadataClient(self.config.metadata_url)
         state = lambda: (self.exposure, self.snapshot)  # noqa: E731 - read at every round
-        await follow_local(state, self.erdma.expose, metadata, self.config.rescan_interval,
+        await follow_local(state, self._expose, metadata, self.config.rescan_interval,
                            netns=self.netns)  # fmt: skip
+
+    def _expose(self, exposure: Exposure) -> None:
+        """Local or Regular mode decided which ERIs to expose: the device plugin and the DRA
+        driver follow at once."""
+        self.erdma.expose(exposure)
+        self._exposure_decided = True
+        self._publish_dra(self.snapshot)
 
     async def _local_instance_id(self) -> None:
         """Local mode without `instanceID`: ask instance metadata; `_local_mode` re-selects."""

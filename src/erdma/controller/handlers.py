@@ -70,7 +70,8 @@ def login_handler(kubeconfig: str | Path | None) -> Any:
         if single is None:
             raise kopf.LoginError("the kubeconfig has no current context")
         user, cluster = single.user, single.cluster
-        if user is None or not (user.client_cert or user.token or user.token_file):
+        embedded = user is not None and user.client_cert_data  # kubeadm's admin.conf, kind
+        if user is None or not (user.client_cert or embedded or user.token or user.token_file):
             return kopf.login_with_service_account(**kwargs)
         token = user.token
         if not token and user.token_file:

@@ -213,8 +213,8 @@ async def build_cloud(
 
 
 class StartupError(click.ClickException):
-    """A bad config, credential file or region at start: one line and exit code 2, as the
-    agent reports its configuration errors."""
+    """A bad config, kubeconfig, credential file or region at start: exit code 2, reported
+    in one line like every `erdma` error (erdma.cli)."""
 
     exit_code = 2
 
@@ -243,12 +243,10 @@ def controller_command(
     setup_json_logging("debug" if verbose else "info")
     if kubeconfig and not Path(kubeconfig).is_file():
         why = "is not a file" if Path(kubeconfig).exists() else "no such file"
-        click.echo(
-            f"erdma controller: --kubeconfig={kubeconfig!r}: {why}; give an existing kubeconfig "
-            "or leave it out for in-cluster access",
-            err=True,
+        raise StartupError(
+            f"--kubeconfig={kubeconfig!r}: {why}; give an existing kubeconfig or leave it out "
+            "for in-cluster access"
         )
-        sys.exit(2)
     try:
         config = load_config(config_path)
     except ConfigError as exc:

@@ -63,7 +63,9 @@ def remove_stale_sockets(plugin_dir: Path, stem: str) -> list[str]:
     return removed
 
 
-def _accepts_connections(path: Path) -> bool:
+def accepts_connections(path: Path) -> bool:
+    """Whether a process accepts connections on the unix socket ``path`` (a live server, not
+    a file left behind by one that died)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         try:
             probe.connect(str(path))
@@ -91,7 +93,7 @@ async def serve_unix_socket(
             raise OSError(f"cannot bind {what} socket {path}")
         await server.start()
         os.chmod(path, SOCKET_MODE)
-        if not _accepts_connections(path):
+        if not accepts_connections(path):
             raise OSError(f"{what} socket {path} does not accept connections")
     except BaseException:
         await server.stop(None)

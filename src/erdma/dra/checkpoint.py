@@ -5,14 +5,22 @@ any file is written, and as `PrepareCompleted` (with the devices returned to kub
 A restarted agent therefore knows every file it may have created: a retried Prepare finishes
 the job, an Unprepare removes exactly that file. The file carries a checksum; a damaged file
 is an error naming the path, never an empty state that would leak CDI specs.
+
+During a rolling update two agents serve the same driver and kubelet may call either, so the
+file is shared: each operation reads it under `locked()`, an `flock` the other agent waits
+for, and writes it before letting go; neither ever writes back a copy older than the other's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import tempfile
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -27,12 +35,17 @@ class CheckpointError(RuntimeError):
 
 @dataclass(frozen=True)
 class PreparedDevice:
-    """One entry of NodePrepareResourceResponse.devices, as returned to kubelet."""
+    """One entry of NodePrepareResourceResponse.devices, as returned to kubelet.
+
+    `share_id` is the allocation's shareID (consumable capacity): two shares of one device in
+    a claim are two entries, which kubelet tells apart only by it.
+    """
 
     request_names: tuple[str, ...]
     pool_name: str
     device_name: str
     cdi_device_ids: tuple[str, ...]
+    share_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,8 +65,30 @@ def _checksum(claims: dict[str, Any]) -> str:
 class Checkpoint:
     """A JSON file of {claim uid: ClaimRecord}, replaced atomically on every change."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, poll: float = 0.02) -> None:
         self.path = path
+        self.poll = poll
+
+    @contextlib.asynccontextmanager
+    async def locked(self) -> AsyncIterator[dict[str, ClaimRecord]]:
+        """The records as on disk, while no other process of this driver reads or writes them.
+
+        The lock is polled, so a cancelled wait leaves no thread behind, and the kernel drops
+        it when its holder dies, even by SIGKILL.
+        """
+        lock = self.path.with_name(f".{self.path.name}.lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    await asyncio.sleep(self.poll)
+            yield self.load()
+        finally:
+            os.close(fd)  # closing the only descriptor releases the flock
 
     def load(self) -> dict[str, ClaimRecord]:
         try:
@@ -93,6 +128,7 @@ def _record(raw: dict[str, Any]) -> ClaimRecord:
             d["pool_name"],
             d["device_name"],
             tuple(d["cdi_device_ids"]),
+            d.get("share_id"),
         )
         for d in raw.get("devices", ())
     )

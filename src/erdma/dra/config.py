@@ -73,9 +73,11 @@ class DraConfig(BaseModel):
         description="the `slots` capacity of each device with consumableCapacity",
     )
     delete_slices_on_stop: bool = Field(
-        True,
+        False,
         alias="deleteSlicesOnStop",
-        description="delete this node's ResourceSlices when the agent stops (uninstall)",
+        description="delete this node's ResourceSlices whenever the agent stops; off, a restart "
+        "or rolling update keeps the slice for the next agent to take over, and on uninstall the "
+        "chart's hook (Regular mode) or the kubelet, 30 s after the driver unregisters, deletes it",
     )
 
     @field_validator("driver_name")

@@ -1,9 +1,10 @@
 """What the DRA driver publishes: one ResourceSlice device per usable RDMA device (pure).
 
 The device list is a function of the agent's snapshot, its health rule and the driver mode, so
-the device plugin and the DRA driver describe one backend. Attribute names without a domain
-belong to the driver's domain (`erdma.aliyun.com/kind`); only the standard PCIe root carries
-its own (`resource.kubernetes.io/pcieRoot`).
+the device plugin and the DRA driver describe one backend. A taint carries the health code,
+never words from the message, so rewording a message leaves every taint as it was. Attribute
+names without a domain belong to the driver's domain (`erdma.aliyun.com/kind`); only the
+standard PCIe root carries its own (`resource.kubernetes.io/pcieRoot`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Any
 
 from erdma.dra.config import DraConfig, device_kind
 from erdma.dra.names import MAX_ATTRIBUTE_STRING, PCIE_ROOT_ATTRIBUTE, SLOTS_CAPACITY
+from erdma.host.health import Health
 from erdma.host.model import DeviceSnapshot, RdmaDevice
 
-#: (healthy, reason) of a device, the agent's rule (erdma.agent.health.device_health)
-HealthCheck = Callable[[RdmaDevice], tuple[bool, str]]
+#: the typed health of a device, the agent's rule (erdma.agent.health.device_health)
+HealthCheck = Callable[[RdmaDevice], Health]
 #: the PCIe root of a PCI address, or None (erdma.dra.pcie.pcie_root_or_none on a host root)
 RootOf = Callable[[str | None], str | None]
 _LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -45,9 +47,12 @@ class DraDevice:
 
     name: str
     device: RdmaDevice
-    healthy: bool
-    reason: str
+    health: Health
     pcie_root: str | None
+
+    @property
+    def healthy(self) -> bool:
+        return self.health.healthy
 
 
 def inventory(
@@ -71,8 +76,7 @@ def inventory(
             continue  # logged by the driver, which sees the same error on each change
         if name in found:
             continue
-        healthy, reason = health(device)
-        found[name] = DraDevice(name, device, healthy, reason, root_of(device.pci_address))
+        found[name] = DraDevice(name, device, health(device), root_of(device.pci_address))
     return found
 
 
@@ -110,17 +114,6 @@ def _link_state(device: RdmaDevice) -> str:
     return device.ports[0].state if device.ports else "NOPORT"
 
 
-def taint_value(reason: str) -> str:
-    """A label-valued summary of a health reason (taint values are label values)."""
-    if reason.startswith("char device"):
-        return "CharDeviceMissing"
-    if reason.startswith("no ports"):
-        return "NoPorts"
-    if reason.startswith("no ACTIVE port"):
-        return "LinkDown"
-    return "Unhealthy"
-
-
 def slice_devices(
     devices: Mapping[str, DraDevice], config: DraConfig, mode: str
 ) -> list[dict[str, Any]]:
@@ -143,7 +136,7 @@ def slice_devices(
             entry["taints"] = [
                 {
                     "key": f"{config.driver_name}/unhealthy",
-                    "value": taint_value(device.reason),
+                    "value": device.health.code.value,
                     "effect": "NoSchedule",
                 }
             ]

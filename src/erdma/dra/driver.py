@@ -3,9 +3,12 @@
 The agent feeds it every new DeviceSnapshot through `publish()` (no I/O: it recomputes the
 device list and wakes the slice publisher), exactly as it feeds the device plugins; a watch on
 its own slices has the publisher put back what the kubelet or anyone else deletes. `start()`
-serves the DRA socket before the registration socket appears, because kubelet calls the plugin
-as soon as it sees the registration; `stop()` removes the registration first for the same
-reason, then withdraws this node's ResourceSlices when `deleteSlicesOnStop` is on.
+serves the DRA socket before the registration socket appears, and that only once the first
+device list is known, because kubelet calls the plugin as soon as it sees the registration;
+`stop()` removes the registration first for the same reason, then withdraws this node's
+ResourceSlices when `deleteSlicesOnStop` is on (off by default: the next agent takes the slice
+over). Each process has sockets of its own (erdma.dra.sockets), so during a rolling update the
+old and the new agent are both registered and kubelet is never without the driver.
 """
 
 from __future__ import annotations
@@ -25,16 +28,20 @@ from lightkube.resources.resource_v1 import ResourceClaim
 
 from erdma.aio import AsyncService, SupervisedTask, Supervisor
 from erdma.dra.checkpoint import Checkpoint, ClaimRecord
+from erdma.dra.claim_status import AddressesOf, ClaimStatusWriter
 from erdma.dra.claimspec import EnvHook
 from erdma.dra.config import DraConfig
 from erdma.dra.devices import DraDevice, HealthCheck, RootOf, inventory, slice_devices
+from erdma.dra.health_board import HealthBoard
 from erdma.dra.kubeletplugin import DraService, RegistrationService, serve_dra, serve_registration
-from erdma.dra.names import CHECKPOINT_FILE, DRA_SOCKET, PLUGINS_DIR, PLUGINS_REGISTRY_DIR
+from erdma.dra.names import CHECKPOINT_FILE, PLUGINS_DIR
 from erdma.dra.pcie import pcie_root_or_none
 from erdma.dra.prepare import ClaimPreparer, GetClaim, NodeState
 from erdma.dra.slice_watch import SliceWatch
 from erdma.dra.slices import SlicePublisher
+from erdma.dra.sockets import instance_sockets, new_instance_id, remove_stale
 from erdma.host.model import DeviceSnapshot
+from erdma.host.netdev import addresses_of
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +62,15 @@ class DraDriver(AsyncService):
         mode: str = "default",
         extra_env: EnvHook | None = None,
         root_of: RootOf | None = None,
+        addresses: AddressesOf = addresses_of,
         get_claim: GetClaim | None = None,
         socket_check_interval: float = 5.0,
         after_prepare_started: Callable[[ClaimRecord], None] | None = None,
     ) -> None:
         """`client` None runs without the API server (no slices), for which `get_claim` must
-        say where claims come from; `after_prepare_started` is a fault-injection hook."""
+        say where claims come from (then no claim status is written: the claims are not in the
+        API server); `addresses` gives the IPs on a device's network interface by MAC for the
+        claim status; `after_prepare_started` is a fault-injection hook."""
         if client is None and get_claim is None:
             raise ValueError("DraDriver needs a Kubernetes client or a get_claim function")
         self.config = config
@@ -71,13 +81,18 @@ class DraDriver(AsyncService):
         self.mode = mode
         self.root_of: RootOf = root_of or partial(pcie_root_or_none, self.host_root)
         self.plugin_dir = kubelet_dir / PLUGINS_DIR / config.driver_name
-        self.dra_socket = self.plugin_dir / DRA_SOCKET
-        self.registration_socket = (
-            kubelet_dir / PLUGINS_REGISTRY_DIR / f"{config.driver_name}-reg.sock"
+        self.kubelet_dir = kubelet_dir
+        self.dra_socket, self.registration_socket = instance_sockets(
+            kubelet_dir, config.driver_name, new_instance_id()
         )
         self.devices: dict[str, DraDevice] = {}
         self._snapshot: DeviceSnapshot | None = None
         self.publisher = SlicePublisher(client, node_name, config.driver_name) if client else None
+        status = (  # the status of a claim read from the API server, not from `get_claim`
+            ClaimStatusWriter(client, config.driver_name, lambda: self.devices, addresses)
+            if client and get_claim is None
+            else None
+        )
         self.preparer = ClaimPreparer(
             driver=config.driver_name,
             pool=node_name,
@@ -86,13 +101,16 @@ class DraDriver(AsyncService):
             get_claim=get_claim or self._get_claim,
             state=self._state,
             extra_env=extra_env,
+            report=status.write if status else None,
             after_started=after_prepare_started,
         )
         self.registration = RegistrationService(config.driver_name, self.dra_socket)
+        self.health_board = HealthBoard(pool=node_name)
         self._interval = socket_check_interval
         self._dra_server: grpc.aio.Server | None = None
         self._reg_server: grpc.aio.Server | None = None
         self._supervisor: Supervisor | None = None
+        self._listed = asyncio.Event()  # the first device list is known
 
     # -- the agent's feed -----------------------------------------------------------------
     def publish(self, snapshot: DeviceSnapshot, exposed: Collection[str] | None = None) -> bool:
@@ -110,8 +128,11 @@ class DraDriver(AsyncService):
                 log.warning("DRA device gone", extra={"device": name})
             elif before is None or before.healthy != after.healthy:
                 state = "published" if after.healthy else f"unhealthy ({self.config.unhealthy})"
-                log.info(f"DRA device {state}", extra={"device": name, "reason": after.reason})
+                extra = {"device": name, "reason": after.health.message}
+                log.info(f"DRA device {state}", extra=extra)
         self.devices = devices
+        self.health_board.update(devices, self.preparer.records.values())
+        self._listed.set()
         entries = slice_devices(devices, self.config, self.mode)
         return self.publisher.set_devices(entries) if self.publisher else False
 
@@ -139,8 +160,11 @@ class DraDriver(AsyncService):
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
-        self._dra_server = await serve_dra(self.dra_socket, DraService(self.preparer))
-        self._reg_server = await serve_registration(self.registration_socket, self.registration)
+        for stale in remove_stale(self.kubelet_dir, self.config.driver_name):
+            log.info("removed a DRA socket nobody serves", extra={"socket": str(stale)})
+        self._dra_server = await serve_dra(
+            self.dra_socket, DraService(self.preparer), self.health_board
+        )
         log.info(
             "DRA driver serving",
             extra={
@@ -149,12 +173,22 @@ class DraDriver(AsyncService):
                 "registration": str(self.registration_socket),
             },
         )
-        tasks = [SupervisedTask("dra sockets", self._keep_sockets)]
+        tasks = [
+            SupervisedTask("dra registration", self._register, forever=False),
+            SupervisedTask("dra sockets", self._keep_sockets),
+        ]
         if self.publisher is not None:
             tasks.append(SupervisedTask("dra slices", self.publisher.run))
             tasks.append(SupervisedTask("dra slice watch", SliceWatch(self.publisher).run))
         self._supervisor = Supervisor(tasks, log)
         await self._supervisor.start()
+
+    async def _register(self) -> None:
+        """Offer the driver to kubelet once the device list is known: kubelet calls a new
+        instance at once (during a rolling update, instead of the old one), and one that knows
+        no devices yet would refuse every claim."""
+        await self._listed.wait()
+        self._reg_server = await serve_registration(self.registration_socket, self.registration)
 
     async def _keep_sockets(self) -> None:
         """Bring a socket back if kubelet's directories were wiped (kubelet reinstall)."""
@@ -165,7 +199,9 @@ class DraDriver(AsyncService):
                     "DRA socket vanished; serving it again", extra={"socket": str(self.dra_socket)}
                 )
                 await self._dra_server.stop(None)
-                self._dra_server = await serve_dra(self.dra_socket, DraService(self.preparer))
+                self._dra_server = await serve_dra(
+                    self.dra_socket, DraService(self.preparer), self.health_board
+                )
             if not self.registration_socket.exists() and self._reg_server is not None:
                 log.warning(
                     "DRA registration socket vanished; registering again",

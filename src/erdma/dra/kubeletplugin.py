@@ -24,6 +24,8 @@ from erdma.api.pluginregistration.v1 import api_pb2 as reg
 from erdma.api.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from erdma.deviceplugin.server import serve_unix_socket
 from erdma.dra.claims import ClaimRef
+from erdma.dra.health_board import HealthBoard
+from erdma.dra.health_service import health_servicers
 from erdma.dra.names import PLUGIN_TYPE, SUPPORTED_SERVICES
 from erdma.dra.prepare import ClaimPreparer
 
@@ -45,12 +47,14 @@ class DraService(v1_grpc.DRAPluginServicer):
                 entry.error = result.error
                 continue
             for device in result.devices:
-                entry.devices.add(
+                added = entry.devices.add(
                     request_names=list(device.request_names),
                     pool_name=device.pool_name,
                     device_name=device.device_name,
                     cdi_device_ids=list(device.cdi_device_ids),
                 )
+                if device.share_id:  # v1 only; a v1beta1 kubelet skips the unknown field
+                    added.share_id = device.share_id
         return response
 
     async def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
@@ -115,11 +119,13 @@ async def serve_socket(path: Path, *servicers: tuple[Any, Any]) -> grpc.aio.Serv
     return await serve_unix_socket(path, servicers, "DRA")
 
 
-async def serve_dra(path: Path, service: DraService) -> grpc.aio.Server:
+async def serve_dra(path: Path, service: DraService, board: HealthBoard) -> grpc.aio.Server:
+    """The DRA socket: DRAPlugin and the DRAResourceHealth stream of ``board``."""
     return await serve_socket(
         path,
         (v1_grpc.add_DRAPluginServicer_to_server, service),
         (v1beta1_grpc.add_DRAPluginServicer_to_server, DraServiceV1beta1(service)),
+        *health_servicers(board),
     )
 
 

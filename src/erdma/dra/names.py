@@ -14,13 +14,16 @@ DRIVER_NAME = "erdma.aliyun.com"
 PLUGIN_TYPE = "DRAPlugin"
 SERVICE_V1 = "v1.DRAPlugin"
 SERVICE_V1BETA1 = "v1beta1.DRAPlugin"
-#: what GetInfo offers, best first (kubelet picks the newest it knows)
-SUPPORTED_SERVICES = (SERVICE_V1, SERVICE_V1BETA1)
+#: the device health stream: 1.34-1.36 call v1alpha1 (gate ResourceHealthStatus); later
+#: kubelets pick the newest listed. Unknown names are skipped by kubelet, never refused.
+HEALTH_SERVICE_V1 = "v1.DRAResourceHealth"
+HEALTH_SERVICE_V1ALPHA1 = "v1alpha1.DRAResourceHealth"
+#: what GetInfo offers, best first (kubelet picks the newest it knows of each service)
+SUPPORTED_SERVICES = (SERVICE_V1, SERVICE_V1BETA1, HEALTH_SERVICE_V1, HEALTH_SERVICE_V1ALPHA1)
 
 #: kubelet's plugin-watcher directory and the per-driver directory, under the kubelet root
 PLUGINS_REGISTRY_DIR = "plugins_registry"
 PLUGINS_DIR = "plugins"
-DRA_SOCKET = "dra.sock"
 CHECKPOINT_FILE = "checkpoint.json"
 
 #: the standard attribute schedulers align on (KEP-5491): the PCIe root complex, "pci0000:00"

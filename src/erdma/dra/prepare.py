@@ -7,6 +7,10 @@ the checkpoint without any API call or file write, so a claim shared by several 
 asks once per pod on some versions, and again after a kubelet restart) is prepared once.
 Unprepare removes the spec file recorded for the claim and forgets it; unknown claims are
 success, as kubelet retries until it hears success.
+
+Each operation starts from the checkpoint on disk, under its lock: during a rolling update the
+other agent may have prepared or unprepared claims since. A freshly prepared claim is then
+reported (its `status.devices`, erdma.dra.claim_status) after the lock is released.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ log = logging.getLogger(__name__)
 
 #: (namespace, name) -> the ResourceClaim as a dict, or None when it does not exist
 GetClaim = Callable[[str, str], Awaitable[Mapping[str, Any] | None]]
+#: told of each claim this process prepared, with the devices returned to kubelet
+Report = Callable[[ClaimRef, Sequence[PreparedDevice]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,7 @@ class ClaimPreparer:
         get_claim: GetClaim,
         state: Callable[[], NodeState],
         extra_env: EnvHook | None = None,
+        report: Report | None = None,
         after_started: Callable[[ClaimRecord], None] | None = None,
     ) -> None:
         self.driver = driver
@@ -69,16 +76,23 @@ class ClaimPreparer:
         self._get_claim = get_claim
         self._state = state
         self._extra_env = extra_env
+        self._report = report
         self._after_started = after_started  # fault injection point for tests
         self._lock = asyncio.Lock()
         self.records: dict[str, ClaimRecord] = checkpoint.load()
 
     async def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        async with self._lock:
-            results = {}
+        results: dict[str, PrepareResult] = {}
+        fresh: list[ClaimRef] = []
+        async with self._lock, self.checkpoint.locked() as records:
+            self.records = records
             for ref in refs:
                 try:
-                    results[ref.uid] = PrepareResult(await self._prepare_one(ref))
+                    done = self._completed(ref)
+                    if done is None:
+                        done = await self._prepare_one(ref)
+                        fresh.append(ref)
+                    results[ref.uid] = PrepareResult(done)
                 except ClaimError as exc:
                     log.error("claim not prepared", extra={"claim": str(ref), "error": str(exc)})
                     results[ref.uid] = PrepareResult(error=str(exc))
@@ -86,13 +100,18 @@ class ClaimPreparer:
                     error = f"claim {ref}: cannot write its CDI spec or checkpoint: {exc}"
                     log.error("claim not prepared", extra={"claim": str(ref), "error": error})
                     results[ref.uid] = PrepareResult(error=error)
-            return results
+        if self._report is not None:
+            for ref in fresh:
+                await self._report(ref, results[ref.uid].devices)
+        return results
 
-    async def _prepare_one(self, ref: ClaimRef) -> tuple[PreparedDevice, ...]:
+    def _completed(self, ref: ClaimRef) -> tuple[PreparedDevice, ...] | None:
+        """The devices of a claim already prepared (by this process or another), else None."""
         ref.check()
         done = self.records.get(ref.uid)
-        if done is not None and done.state == "PrepareCompleted":
-            return done.devices
+        return done.devices if done is not None and done.state == "PrepareCompleted" else None
+
+    async def _prepare_one(self, ref: ClaimRef) -> tuple[PreparedDevice, ...]:
         claim = await self._get_claim(ref.namespace, ref.name)
         if claim is None:
             raise ClaimError(f"claim {ref}: not found in the API server")
@@ -139,14 +158,19 @@ class ClaimPreparer:
         atomic_write(path, render(spec))
         return tuple(
             PreparedDevice(
-                (a.request,), a.pool, a.device, (cdi_device_id(self.driver, ref.uid, a.device),)
+                (a.request,),
+                a.pool,
+                a.device,
+                (cdi_device_id(self.driver, ref.uid, a.device),),
+                a.share_id,
             )
             for a in allocated
         )
 
     async def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         """{uid: error or ""}: removes each claim's spec file, then forgets the claim."""
-        async with self._lock:
+        async with self._lock, self.checkpoint.locked() as records:
+            self.records = records
             results = {}
             for ref in refs:
                 record = self.records.get(ref.uid)

@@ -7,7 +7,8 @@ node no longer offers its devices. As the upstream kubeletplugin helper's resour
 controller does, the watch covers only this node's slices of this driver (field selectors
 `spec.nodeName` and `spec.driver`) and asks the publisher to apply its last device list again
 when its slice is deleted, written by anyone else (a resourceVersion other than the one its own
-apply returned), or joined by another slice of the same node and driver.
+apply returned) save another agent of this driver publishing a newer pool generation (a rolling
+update's new agent, erdma.dra.slices), or joined by another slice of the same node and driver.
 
 Every watch starts from a list, so what happened while none was open is seen too: a slice
 missing from the list is restored. An expired resourceVersion (410) or a broken connection
@@ -98,7 +99,8 @@ class SliceWatch:
         elif kind == "DELETED":
             self._drifted("was deleted")
         elif self.publisher.written_by_others(
-            obj.metadata.resourceVersion if obj.metadata else None
+            obj.metadata.resourceVersion if obj.metadata else None,
+            obj.spec.pool.generation if obj.spec else None,
         ):
             self._drifted("was written by another client")
 

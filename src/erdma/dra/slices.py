@@ -1,9 +1,14 @@
 """Publishing this node's ResourceSlice: one pool per node, server-side apply, owned by the Node.
 
 The slice is named `<node>-<driver>` so server-side apply can always address it; the pool is
-the node name, and `pool.generation` grows by one on every change of the device list (and once
-per agent start, since the previous content is not trusted), which tells the scheduler to drop
-older slices of the pool. The owner reference to the Node lets the garbage collector remove the
+the node name, and `pool.generation` grows by one on every change of the device list, which
+tells the scheduler to drop older slices of the pool. A starting agent takes over the slice its
+predecessor left: when it already holds exactly the devices the new agent publishes (with the
+same owner), the generation stays and the apply changes nothing, so a restart or rolling update
+leaves no moment without a slice and the scheduler sees no change. During a rolling update two
+agents publish the same slice; a write by the other one with a higher pool generation is left
+alone rather than restored, so the newer agent takes the pool over and the two never undo each
+other's writes. The owner reference to the Node lets the garbage collector remove the
 slice with the Node. Every list and delete is filtered by `spec.nodeName` and `spec.driver`, so
 the driver never touches another node's or another driver's slices.
 """
@@ -142,8 +147,11 @@ class SlicePublisher:
         self.synced.clear()
         self._changed.set()
 
-    def written_by_others(self, resource_version: str | None) -> bool:
-        """Whether our slice at `resource_version`, as the watch reports it, is not our write.
+    def written_by_others(
+        self, resource_version: str | None, generation: int | None = None
+    ) -> bool:
+        """Whether our slice at `resource_version`, as the watch reports it, is not our write
+        (nor that of a newer instance of this driver: a higher pool `generation`).
 
         The watch event of our own apply can arrive before the apply's answer, so while an
         apply is under way the versions reported are kept, and judged by its answer.
@@ -151,7 +159,17 @@ class SlicePublisher:
         if self._seen_during_write is not None:
             self._seen_during_write.append(resource_version)
             return False
-        return resource_version != self.resource_version
+        if resource_version == self.resource_version:
+            return False
+        if generation is not None and generation > self.generation:
+            log.info(
+                "ResourceSlice published with a newer pool generation by another instance "
+                "of this driver; leaving it to that one",
+                extra={"slice": self.name, "generation": generation},
+            )
+            self.generation, self.resource_version = generation, resource_version
+            return False
+        return True
 
     async def run(self) -> None:
         """Apply every change, forever; failures are logged and retried with backoff."""
@@ -214,10 +232,11 @@ class SlicePublisher:
         """Server-side apply of `wanted`; a new pool generation only when the list changed."""
         node_uid = self._node_uid or await self._node_uid_now()
         self._node_uid = node_uid
+        taken_over = False
         if self.applied is None:  # the first write of this process continues the pool's count
-            self.generation = await self._current_generation()
+            self.generation, taken_over = await self._pool_now(wanted, node_uid)
         restoring = wanted == self.applied
-        if not restoring:
+        if not (restoring or taken_over):
             self.generation += 1
         body = build_slice(self.node, node_uid, self.driver, self.generation, wanted)
         obj = cast(ResourceSlice, ResourceSlice.from_dict(body))
@@ -228,8 +247,9 @@ class SlicePublisher:
         self.published.set()
         if restoring:
             self._last_restored = asyncio.get_running_loop().time()
+        action = "restored" if restoring else "taken over unchanged" if taken_over else "published"
         log.info(
-            "ResourceSlice restored" if restoring else "ResourceSlice published",
+            f"ResourceSlice {action}",
             extra={
                 "slice": self.name,
                 "generation": self.generation,
@@ -252,9 +272,21 @@ class SlicePublisher:
         fields: dict[str, Any] = {"spec.nodeName": self.node, "spec.driver": self.driver}
         return [s async for s in self.client.list(ResourceSlice, fields=fields)]
 
-    async def _current_generation(self) -> int:
-        generations = [s.spec.pool.generation for s in await self.own_slices()]
-        return max(generations, default=0)
+    async def _pool_now(self, wanted: list[dict[str, Any]], node_uid: str) -> tuple[int, bool]:
+        """The pool's generation, and whether this node's only slice of this driver already is
+        exactly what `wanted` gives at that generation (a predecessor's, to take over as is)."""
+        found = await self.own_slices()
+        generation = max((s.spec.pool.generation for s in found), default=0)
+        if [s.metadata.name if s.metadata else None for s in found] != [self.name]:
+            return generation, False
+        expected = build_slice(self.node, node_uid, self.driver, generation, wanted)
+        current = found[0].to_dict()
+        same = (
+            current.get("spec") == expected["spec"]
+            and current["metadata"].get("ownerReferences")
+            == expected["metadata"]["ownerReferences"]
+        )
+        return generation, same
 
     async def _delete_others(self) -> None:
         """Slices of this node and driver under another name (another naming, a crash)."""

@@ -26,7 +26,7 @@ from typing import Literal, TypeVar
 
 from erdma.host.metadata import EniNetwork
 from erdma.host.netlink.core import NetlinkSocket
-from erdma.host.netlink.rtnl import IFF_UP, NETLINK_ROUTE, Link, Route, Rtnl
+from erdma.host.netlink.rtnl import IFF_UP, NETLINK_ROUTE, Address, Link, Route, Rtnl
 from erdma.host.netns import run_in_netns
 
 log = logging.getLogger(__name__)
@@ -80,10 +80,24 @@ def present_macs(macs: Iterable[str], netns: str | None = None) -> frozenset[str
     return frozenset(m.lower() for m in macs) & here
 
 
-def _global_addresses(rtnl: Rtnl, index: int) -> list[str]:
+def addresses_of(mac: str, netns: str | None = None) -> tuple[str, ...]:
+    """The global addresses, in CIDR notation, of the network device whose MAC is ``mac``;
+    none when no device in ``netns`` has it (an agent outside the host's network namespace
+    sees only its own devices, so it matches by MAC, never by a name another device may have)."""
+
+    def read(rtnl: Rtnl) -> tuple[str, ...]:
+        link = next((li for li in rtnl.links() if li.mac == mac.lower()), None)
+        if link is None:
+            return ()
+        return tuple(f"{a.address}/{a.prefix_len}" for a in _global(rtnl, link.index))
+
+    return with_rtnl(netns, read)
+
+
+def _global(rtnl: Rtnl, index: int) -> list[Address]:
     """Addresses that are neither link-local (fe80::/10, 169.254/16) nor host-scoped."""
     return [
-        a.address
+        a
         for a in rtnl.addresses(index)
         if not ipaddress.ip_address(a.address).is_link_local and a.scope == 0
     ]
@@ -123,7 +137,7 @@ def configure_eri_netdev(
 def _configure(rtnl: Rtnl, mac: str, net: EniNetwork, mtu: int | None) -> NetdevResult:
     link = find_link(rtnl, mac)
     index, name = link.index, link.name
-    addresses = _global_addresses(rtnl, index)
+    addresses = [a.address for a in _global(rtnl, index)]
     if link.oper_up and link.flags & IFF_UP and addresses:
         if mtu:
             rtnl.set_link(index, mtu=mtu)

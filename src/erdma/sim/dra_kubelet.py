@@ -5,8 +5,12 @@ pluginregistration v1 GetInfo on every new socket, validates the answer as kubel
 DRAPlugin, a DNS-subdomain driver name, an endpoint that accepts connections, a DRA service it
 knows), reports the verdict with NotifyRegistrationStatus, and then calls NodePrepareResources
 / NodeUnprepareResources on the endpoint with the newest service both sides know. `api`
-pins the kubelet's own version ("v1beta1" plays kubelet 1.32-1.33). `restart()` forgets every
-plugin and re-reads the directory, as a restarted kubelet does. Given an API client and its
+pins the kubelet's own version ("v1beta1" plays kubelet 1.32-1.33). Like kubelet 1.33+, it
+keeps every registered instance of a driver (a rolling update runs two, each with sockets of
+its own), calls the one registered last, and falls back to the one before when that one's
+registration socket goes; only when the last instance goes is the driver unregistered.
+`restart()` forgets every plugin and re-reads the directory, as a restarted kubelet does.
+Given an API client and its
 node's name, every start also deletes that node's ResourceSlices, as the real kubelet does
 (it no longer trusts what drivers published before it started), so a driver that does not
 restore its slices leaves the node with nothing to allocate.
@@ -59,7 +63,12 @@ class FakeDraKubelet(AsyncService):
     poll: float = 0.05
     client: AsyncClient | None = None
     node_name: str = ""
+    #: the instance in use per driver: the one registered last that is still there
     plugins: dict[str, DraPlugin] = field(default_factory=dict)
+    #: every registered instance per driver, oldest first
+    instances: dict[str, list[DraPlugin]] = field(default_factory=dict)
+    #: drivers whose last instance went away, in order
+    unregistered: list[str] = field(default_factory=list)
     refusals: list[tuple[str, str]] = field(default_factory=list)
     #: the slice names each start deleted, oldest start first
     wiped: list[list[str]] = field(default_factory=list)
@@ -83,8 +92,10 @@ class FakeDraKubelet(AsyncService):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        for plugin in self.plugins.values():
-            await plugin.channel.close()
+        for instances in self.instances.values():
+            for plugin in instances:
+                await plugin.channel.close()
+        self.instances.clear()
         self.plugins.clear()
         self._seen.clear()
 
@@ -98,10 +109,7 @@ class FakeDraKubelet(AsyncService):
             present = {p for p in self.registry_dir.glob("*.sock") if p.is_socket()}
             for gone in self._seen - present:
                 self._seen.discard(gone)
-                for name, plugin in list(self.plugins.items()):
-                    if plugin.registration_socket == gone:
-                        await plugin.channel.close()
-                        del self.plugins[name]
+                await self._deregister(gone)
             for new in sorted(present - self._seen):
                 self._seen.add(new)
                 with contextlib.suppress(grpc.aio.AioRpcError):
@@ -123,9 +131,22 @@ class FakeDraKubelet(AsyncService):
             return
         dra = grpc.aio.insecure_channel(f"unix://{info.endpoint}")
         module = v1_grpc if version == "v1" else v1beta1_grpc
-        self.plugins[info.name] = DraPlugin(
-            info.name, info.endpoint, version, path, dra, module.DRAPluginStub(dra)
-        )
+        plugin = DraPlugin(info.name, info.endpoint, version, path, dra, module.DRAPluginStub(dra))
+        self.instances.setdefault(info.name, []).append(plugin)
+        self.plugins[info.name] = plugin
+
+    async def _deregister(self, socket_path: Path) -> None:
+        """The instance whose registration socket went: drop it, fall back to the one before."""
+        for name, instances in list(self.instances.items()):
+            for plugin in [p for p in instances if p.registration_socket == socket_path]:
+                instances.remove(plugin)
+                await plugin.channel.close()
+            if instances:
+                self.plugins[name] = instances[-1]
+            else:
+                del self.instances[name]
+                self.plugins.pop(name, None)
+                self.unregistered.append(name)
 
     def _validate(self, info: Any) -> tuple[str, str]:
         if info.type != "DRAPlugin":

@@ -1,4 +1,5 @@
-"""`erdma cdi generate`: write this host's eRDMA CDI spec where container runtimes look for it.
+"""`erdma cdi generate`: write this host's eRDMA CDI spec where container runtimes look for it;
+`erdma cdi list`: the specs of erdma's kinds that engines would read, and their conflicts.
 
 Engines re-read the spec directory whenever they resolve a name (Podman on every run, dockerd
 and containerd on change), so the file is replaced atomically: see `erdma.cdi.write_spec`.
@@ -12,6 +13,8 @@ import click
 
 from erdma import cdi
 from erdma.host.devices import scan
+from erdma.tools import cdi_specs
+from erdma.tools.options import root_option
 
 
 @click.group("cdi")
@@ -28,9 +31,9 @@ def cdi_group() -> None:
     help="Directory runtimes read specs from (/etc/cdi for static specs).",
 )
 @click.option("--format", "fmt", type=click.Choice(cdi.FORMATS), default="yaml", show_default=True)
-@click.option("--root", default="/", show_default=True, help="Host root (a fixture in tests).")
+@root_option("Host root (a fixture in tests).")
 def generate_command(output_dir: Path, fmt: str, root: str) -> None:
-    """Write aliyun.com-erdma.yaml atomically and print the device names it defines."""
+    """Write aliyun.com-erdma.yaml (or .json, removing the other) and print its device names."""
     snapshot = scan(root)
     try:
         spec = cdi.build_spec(snapshot)
@@ -55,3 +58,34 @@ def generate_command(output_dir: Path, fmt: str, root: str) -> None:
     click.echo(f"wrote {path} (cdiVersion {spec['cdiVersion']})")
     for entry in spec["devices"]:
         click.echo(cdi.qualified_name(entry["name"]))
+
+
+@cdi_group.command("list")
+@click.option(
+    "--spec-dir",
+    "spec_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    default=cdi_specs.SPEC_DIRS,
+    show_default=True,
+    help="Directory engines read specs from (repeatable; a later one wins over an earlier).",
+)
+def list_command(spec_dirs: tuple[Path, ...]) -> None:
+    """List the specs of erdma's kinds and their devices; exit 1 on conflicting specs."""
+    specs = cdi_specs.read_specs(spec_dirs)
+    if not specs:
+        click.echo(
+            f"no CDI spec of {' or '.join(cdi_specs.KINDS)} in {', '.join(map(str, spec_dirs))}"
+        )
+    for spec in specs:
+        winner = cdi_specs.overridden_by(spec, specs)
+        note = f" (overridden by {winner})" if winner else ""
+        click.echo(f"{spec.path}: {spec.kind} {', '.join(spec.devices)}{note}")
+    found = cdi_specs.conflicts(specs)
+    if found:
+        raise click.ClickException(
+            f"conflicting CDI specs in {', '.join(str(c.directory) for c in found)}: "
+            f"{'; '.join(c.describe() for c in found)}; engines refuse these devices "
+            '("unresolvable CDI devices"): remove one of each (`erdma cdi generate` keeps '
+            "one file, removing the other format's)"
+        )

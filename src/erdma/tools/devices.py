@@ -10,6 +10,7 @@ import click
 
 from erdma.host.devices import scan
 from erdma.host.model import DeviceSnapshot, RdmaDevice
+from erdma.tools.options import root_option
 
 #: bumped when a key of `erdma devices --json` changes meaning or disappears
 JSON_SCHEMA_VERSION = 1
@@ -88,7 +89,7 @@ def render_table(snapshot: DeviceSnapshot) -> str:
 
 
 @click.command("devices")
-@click.option("--root", default="/", show_default=True, help="Host root (a fixture tree in tests).")
+@root_option("Host root (a fixture tree in tests).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable keys).")
 def devices_command(root: str, as_json: bool) -> None:
     """List the RDMA devices on this host and what a container needs to use them."""

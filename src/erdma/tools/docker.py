@@ -1,9 +1,7 @@
-"""`erdma docker`: the `docker run` / `podman run` flags that give a container RDMA devices.
-
-The uverbs node of each device is looked up through discovery (`infiniband_verbs/*/ibdev`),
-never guessed from the device name, because `erdma_1` may well be `uverbs0`. Docker and Podman
-take the same flags (`--device`, `--ulimit`, `--cap-add`, `--net`), so one set serves both and
-`run` only has to pick which CLI to exec.
+"""`erdma docker`: the `docker run` / `podman run` flags that give a container RDMA devices,
+and the environment the device plugin would give a pod with them (erdma.tools.docker_devices
+chooses both). Docker and Podman take the same flags (`--device`, `--env`, `--ulimit`,
+`--cap-add`, `--net`), so one set serves both and `run` only has to pick which CLI to exec.
 """
 
 from __future__ import annotations
@@ -13,15 +11,22 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from erdma.host.devices import scan
-from erdma.host.model import CharDevice, DeviceSnapshot, RdmaDevice
+from erdma.host.model import CharDevice
 from erdma.host.sysfs import HostRoot
+from erdma.tools.docker_devices import (
+    BadInput,
+    container_env,
+    plan_nodes,
+    select_devices,
+)
+from erdma.tools.options import root_option
 
 #: the engines `erdma docker run --engine` knows, in the order the default looks for them
 ENGINES = ("docker", "podman")
@@ -36,14 +41,6 @@ _MEMLOCK_ACCEPTED = (
 )
 _SIZE = re.compile(r"^(\d+)([kmgKMG]?)$")
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-
-
-class BadInput(click.ClickException):
-    """A bad flag value: one line naming the flag, the value and what is accepted."""
-
-
-class DeviceSelectionError(BadInput):
-    """No device, an unknown name, or a missing node; the message says what exists."""
 
 
 # -- memlock ------------------------------------------------------------------------------
@@ -88,102 +85,6 @@ def _size(text: str) -> int | None:
     return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
-# -- which devices, which nodes -----------------------------------------------------------
-@dataclass(frozen=True)
-class Selection:
-    """The devices to map, and a note for stderr when the default had to fall back."""
-
-    devices: tuple[RdmaDevice, ...]
-    note: str | None = None
-
-
-def select_devices(snapshot: DeviceSnapshot, names: Sequence[str], root: str = "/") -> Selection:
-    """The devices named (in the order given); without names, the eRDMA devices.
-
-    A node with no eRDMA device but other RDMA HCAs (a Lingjun GPU node with mlx5) gets those,
-    and the note says so: the user documents' `erdma docker run IMAGE` must still do something
-    useful there, but silently mapping other hardware would surprise.
-    """
-    present = [d.name for d in snapshot.devices]
-    if not present:
-        hint = "" if snapshot.modules.erdma_loaded else " (the erdma kernel module is not loaded)"
-        raise DeviceSelectionError(f"no RDMA devices found under {root}{hint}")
-    if not names:
-        if snapshot.erdma_devices:
-            return Selection(snapshot.erdma_devices)
-        note = (
-            f"note: no eRDMA device on this host; mapping the other RDMA devices: "
-            f"{', '.join(present)} (choose with --device)"
-        )
-        return Selection(snapshot.devices, note)
-    chosen: list[RdmaDevice] = []
-    for name in dict.fromkeys(names):
-        device = snapshot.by_name(name)
-        if device is None:
-            raise DeviceSelectionError(
-                f"unknown --device {name!r}: devices present are {', '.join(present)}"
-            )
-        chosen.append(device)
-    return Selection(tuple(chosen))
-
-
-@dataclass(frozen=True)
-class NodePlan:
-    """The char nodes to map (uverbs, then umad/issm, rdma_cm last) and warnings for stderr."""
-
-    nodes: tuple[CharDevice, ...]
-    warnings: tuple[str, ...] = ()
-
-
-def plan_nodes(
-    snapshot: DeviceSnapshot, devices: Sequence[RdmaDevice], *, mad: bool = False, root: str = "/"
-) -> NodePlan:
-    """Which /dev nodes the container gets; a missing uverbs node is an error.
-
-    umad/issm (the management datagram interface: ibstat, the subnet manager) only with `mad`:
-    verbs and RDMA-CM workloads never open them, and each one handed out is one more node a
-    container could misuse. `rdma_cm` is left out with a warning when /dev lacks it, since
-    verbs work without it.
-    """
-    missing = [d for d in devices if not d.uverbs.present]
-    if missing:
-        ok = [d.name for d in devices if d.uverbs.present]
-        first = missing[0]
-        raise DeviceSelectionError(
-            f"device {first.name}: its uverbs node {first.uverbs.path} ({first.uverbs.dev}) "
-            f"is missing under {root} (is ib_uverbs loaded and udev running?); "
-            f"devices with their node: {', '.join(ok) or 'none'}"
-        )
-    nodes = [d.uverbs for d in devices]
-    warnings: list[str] = []
-    if mad:
-        with_mad = [d for d in devices if d.umad or d.issm]
-        if not with_mad:
-            raise DeviceSelectionError(
-                f"--mad: none of {', '.join(d.name for d in devices)} has umad/issm nodes "
-                "(eRDMA and other iWARP devices have none; InfiniBand/RoCE HCAs do)"
-            )
-        for device in devices:
-            if device not in with_mad:
-                warnings.append(f"note: {device.name} has no umad/issm nodes; --mad skips it")
-        mad_nodes = [c for d in with_mad for c in (*d.umad, *d.issm)]
-        absent = [c.path for c in mad_nodes if not c.present]
-        if absent:
-            raise DeviceSelectionError(
-                f"--mad: {', '.join(absent)} missing under {root} (is ib_umad loaded?)"
-            )
-        nodes.extend(mad_nodes)
-    cm = snapshot.rdma_cm
-    if cm is not None and cm.present:
-        nodes.append(cm)
-    elif cm is not None:
-        warnings.append(
-            f"warning: {cm.path} is missing under {root}; left out (RDMA-CM will not work; "
-            "is rdma_ucm loaded?)"
-        )
-    return NodePlan(tuple(dict.fromkeys(nodes)), tuple(warnings))
-
-
 def device_flag(node: CharDevice, root: str = "/") -> str:
     """`--device=/dev/x`, or `--device=<root>/dev/x:/dev/x` when the nodes live under a root.
 
@@ -200,11 +101,13 @@ def engine_args(
     nodes: Sequence[CharDevice],
     *,
     root: str = "/",
+    env: Mapping[str, str] | None = None,
     memlock: Memlock | None = None,
     host_net: bool = True,
 ) -> list[str]:
-    """`--device=` for each node, memlock, IPC_LOCK and host networking, in that order."""
+    """`--device=` for each node, `--env=`, memlock, IPC_LOCK and host networking, in order."""
     args = [device_flag(node, root) for node in nodes]
+    args.extend(f"--env={key}={value}" for key, value in (env or {}).items())
     args.extend(("--ulimit", (memlock or Memlock()).ulimit, IPC_LOCK_FLAG))
     if host_net:
         args.append(HOST_NET_FLAG)
@@ -271,7 +174,7 @@ _common_options = [
     click.option(
         "--no-host-net", is_flag=True, help="Leave out --net=host (RDMA-CM may then fail)."
     ),
-    click.option("--root", default="/", show_default=True, help="Host root (a fixture in tests)."),
+    root_option("Host root (a fixture in tests)."),
 ]
 
 
@@ -291,7 +194,8 @@ def _resolve(
     for line in (selection.note, *plan.warnings):
         if line:
             click.echo(line, err=True)
-    return engine_args(plan.nodes, root=root, memlock=limit, host_net=not no_host_net)
+    env = container_env(selection.devices)
+    return engine_args(plan.nodes, root=root, env=env, memlock=limit, host_net=not no_host_net)
 
 
 @click.group("docker")

@@ -4,9 +4,11 @@ It builds the fixture host, starts the real `DraDriver` and the fake kubelet (pl
 registration and the DRA v1 proto over unix sockets), shows the ResourceSlice (sent to the API
 server of `--kubeconfig` when given, else only computed), and with an API server restarts the
 kubelet, which deletes the node's slices as the real one does, to show the driver restore its
-own. It then plays the scheduler for a one-NIC claim aligned with the first GPU's PCIe root
-when there are GPUs, prepares it, prints the per-claim CDI spec kubelet's runtime would
-inject, and unprepares it.
+own. It then shows a one-NIC claim (by a CEL selector, on the PCIe root of the first GPU that
+shares one with a NIC), the device kube-scheduler's structured allocator gives it (the first
+device of the slice the selector admits: the rule is played here, and the tests check it
+against the real scheduler), prepares it, prints the per-claim CDI spec kubelet's runtime
+would inject, and unprepares it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,30 @@ RESTORE_WAIT = 10.0
 
 def _say(text: str = "") -> None:
     click.echo(text)
+
+
+def nic_request(pcie_root: str | None) -> dict[str, Any]:
+    """The demo's claim request: one NIC of the driver's class, on the first GPU's PCIe root
+    when the host has GPUs (a CEL selector on the standard attribute, as a user writes it)."""
+    exactly: dict[str, Any] = {
+        "deviceClassName": DRIVER_NAME,
+        "allocationMode": "ExactCount",
+        "count": 1,
+    }
+    if pcie_root is not None:
+        where = f'device.attributes["resource.kubernetes.io"].pcieRoot == "{pcie_root}"'
+        exactly["selectors"] = [{"cel": {"expression": where}}]
+    return {"name": "nic", "exactly": exactly}
+
+
+def first_admitted(devices: list[dict[str, Any]], pcie_root: str | None) -> str | None:
+    """The device kube-scheduler's structured allocator gives `nic_request` on this node: with
+    no other claim, the first device of the slice, in its order, that the selector admits."""
+    for device in devices:
+        root = device["attributes"].get("resource.kubernetes.io/pcieRoot", {}).get("string")
+        if pcie_root is None or root == pcie_root:
+            return str(device["name"])
+    return None
 
 
 def _claim(uid: str, device: str) -> dict[str, Any]:
@@ -110,7 +136,7 @@ async def run_dra_sim(variant: str, kubeconfig: str | None) -> None:
             extra_env=lambda ds: nccl_env(ds, mode, NcclConfig()).envs,
         )  # fmt: skip
         driver.publish(snapshot)
-        _say(f"== fixture host ({variant}), driver mode {mode.value} ({why})")
+        _say(f"== simulated node ({variant} fixture), driver mode {mode.value} ({why})")
         devices = slice_devices(driver.devices, driver.config, mode.value)
         body = build_slice(NODE, "<node uid>", DRIVER_NAME, 1, devices)
         if client is not None:
@@ -138,13 +164,22 @@ async def run_dra_sim(variant: str, kubeconfig: str | None) -> None:
                 _say("\nno devices to allocate on this host")
                 return
             gpu_roots = [pcie_root_or_none(host.root, g.pci_address) for g in snapshot.gpus]
-            chosen = next(
-                (n for n, d in sorted(driver.devices.items()) if d.pcie_root in gpu_roots[:1]),
-                devices[0]["name"],
-            )
+            nic_roots = {d.pcie_root for d in driver.devices.values()}
+            shared = next((r for r in gpu_roots if r is not None and r in nic_roots), None)
+            request = nic_request(shared)
+            chosen = first_admitted(devices, shared)
+            _say(f"\n== claim default/nic asks for {json.dumps(request)}")
+            if snapshot.gpus and shared is None:
+                _say("   (no GPU shares a PCIe root with a NIC here: the claim asks for any NIC)")
+            if chosen is None:
+                _say("   no device of the slice admits it: the scheduler leaves the pod Pending")
+                return
             uid = str(uuid.uuid4())
             claims[("default", "nic")] = _claim(uid, chosen)
-            _say(f"\n== scheduler allocates claim default/nic: {chosen}")
+            _say(
+                f"   the scheduler allocates {chosen}: the first device of the slice the request "
+                "admits (kube-scheduler's rule for a lone claim; played here, not run)"
+            )
             response = await kubelet.prepare(DRIVER_NAME, [("default", uid, "nic")])
             result = response.claims[uid]
             _say(f"   NodePrepareResources: {list(result.devices[0].cdi_device_ids)} "

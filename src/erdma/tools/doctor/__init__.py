@@ -16,6 +16,7 @@ import click
 # importing the check modules registers their checks, in report order
 from erdma.tools.doctor import devices, environment, image, nccl  # noqa: F401
 from erdma.tools.doctor.model import REGISTRY, DoctorContext, Finding, Outcome, Verdict
+from erdma.tools.options import EXISTING_DIR, root_option
 
 #: bumped when a key of `erdma doctor --json` changes meaning or disappears
 JSON_SCHEMA_VERSION = 1
@@ -76,10 +77,11 @@ def to_json(ctx: DoctorContext, findings: Sequence[Finding]) -> dict[str, Any]:
 
 
 @click.command("doctor")
-@click.option("--root", default="/", show_default=True, help="Root holding sys/, dev/, etc/.")
+@root_option("Root holding sys/, dev/, etc/.")
 @click.option(
     "--proc-root",
     default=None,
+    type=EXISTING_DIR,
     help="The proc tree to read (default: <root>/proc), e.g. /host/proc in a pod.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
