@@ -93,3 +93,6 @@ class Coalescer(Generic[K, V]):
             raise
         except Exception as exc:  # every waiter of the batch gets the fetch's own error
             answer.set_exception(exc)
+            # each waiter gets it through its shield; marked retrieved here so that a batch
+            # failed as the loop shuts down (no waiter left) logs no "never retrieved" error
+            answer.exception()
