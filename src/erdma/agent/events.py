@@ -11,10 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the Kubernetes client is loaded only by an agent that can post Events
+    from lightkube import AsyncClient
+
     from erdma.kube.events import EventType
 
 log = logging.getLogger(__name__)
@@ -32,10 +35,19 @@ class NodeEvent:
 class NodeEvents:
     """A queue of Events for one Node, posted in the background in order."""
 
-    def __init__(self, node_name: str, kubeconfig: str | None, component: str = COMPONENT) -> None:
+    def __init__(
+        self,
+        node_name: str,
+        kubeconfig: str | None,
+        component: str = COMPONENT,
+        client: Callable[[], AsyncClient] | None = None,
+    ) -> None:
+        """``client``: the process's shared client (its owner closes it); None makes one of
+        its own for as long as Events are posted."""
         self.node_name = node_name
         self.kubeconfig = kubeconfig
         self.component = component
+        self._shared = client
         self._queue: asyncio.Queue[NodeEvent] = asyncio.Queue(maxsize=1000)
         self._dropping = False
 
@@ -61,7 +73,7 @@ class NodeEvents:
         from erdma.kube.client import KubeApi, new_client
         from erdma.kube.events import EventRecorder
 
-        client = new_client(self.kubeconfig)
+        client = self._shared() if self._shared is not None else new_client(self.kubeconfig)
         try:
             recorder = EventRecorder(client, component=self.component)
             node = await KubeApi(client).get_node(self.node_name) or {
@@ -74,7 +86,8 @@ class NodeEvents:
                 finally:
                     self._queue.task_done()
         finally:
-            await client.close()
+            if self._shared is None:
+                await client.close()
 
     async def drain(self, timeout: float) -> None:
         """Wait until every queued Event is posted, at most ``timeout`` seconds: a program that

@@ -24,6 +24,7 @@ from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy, PreStartHook
 from erdma.agent.events import NodeEvents
 from erdma.agent.exposure import Exposure, by_macs, parse_rules, select
 from erdma.agent.health import device_health
+from erdma.agent.kube_access import KubeAccess
 from erdma.agent.metrics import AgentMetrics
 from erdma.agent.nccl import nccl_env
 from erdma.agent.prepare import prepare_until_ready
@@ -73,7 +74,10 @@ class Agent:
         self.netns = netns
         # set by a rescan that finds a device the one before did not (Regular mode's retry cue)
         self.devices_appeared = asyncio.Event()
-        self.events = NodeEvents(config.node_name, config.kubeconfig or None)
+        self.kube = KubeAccess(config.kubeconfig or None)  # Events, Regular mode and DRA share it
+        self.events = NodeEvents(
+            config.node_name, config.kubeconfig or None, client=self.kube.client
+        )
         self.reports = DeviceReports(self.events)
         self.registry = registry or CollectorRegistry()
         self.metrics = AgentMetrics(self.registry)
@@ -167,7 +171,6 @@ class Agent:
     def _dra_driver(self) -> DraDriver:
         """The DRA front end on the same snapshot, health rule and NCCL env as the plugins."""
         from erdma.dra.driver import DraDriver
-        from erdma.kube.client import new_client
 
         return DraDriver(
             self.config.dra,
@@ -175,7 +178,7 @@ class Agent:
             host_root=self.config.host_root,
             kubelet_dir=self.config.kubelet_dir,
             cdi_dir=self.config.cdi_spec_dir,
-            client=new_client(self.config.kubeconfig or None),
+            client=self.kube.client(),
             health=device_health,
             mode=self.mode.value,
             extra_env=self._nccl_env,
@@ -295,9 +298,9 @@ class Agent:
             return
         from erdma.agent.eri_netdevs import metadata_bring_up
         from erdma.agent.regular import follow_devices
-        from erdma.kube.client import KubeApi, new_client
+        from erdma.kube.client import KubeApi
 
-        kube = KubeApi(new_client(self.config.kubeconfig or None))
+        kube = KubeApi(self.kube.client())
         metadata = MetadataClient(self.config.metadata_url)
 
         def expose(macs: frozenset[str]) -> None:
@@ -308,13 +311,10 @@ class Agent:
             self._expose(by_macs(macs, reason))
             log.info("exposing the node's Ready ERIs", extra={"macs": sorted(macs)})
 
-        try:
-            bring_up = metadata_bring_up(metadata, self.netns)
-            await follow_devices(kube, self.config.node_name, bring_up, expose,
-                                 jumbo_mtu=self.config.jumbo_frame_mtu,
-                                 devices_appeared=self.devices_appeared)  # fmt: skip
-        finally:
-            await kube.close()
+        bring_up = metadata_bring_up(metadata, self.netns)
+        await follow_devices(kube, self.config.node_name, bring_up, expose,
+                             jumbo_mtu=self.config.jumbo_frame_mtu,
+                             devices_appeared=self.devices_appeared)  # fmt: skip
 
     async def _local_mode(self) -> None:
         """Local mode: keep the selected ERIs' netdevs up, expose those (erdma.agent.local)."""
@@ -388,6 +388,7 @@ class Agent:
 
     async def run(self, stop: asyncio.Event) -> None:
         async with contextlib.AsyncExitStack() as services:
+            services.push_async_callback(self.kube.aclose)  # last, after every user stopped
             await services.enter_async_context(self.manager)
             if self.dra is not None:
                 await services.enter_async_context(self.dra)

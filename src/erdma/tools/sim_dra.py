@@ -40,8 +40,9 @@ from erdma.sim import fakehost
 from erdma.sim.dra_kubelet import FakeDraKubelet
 
 NODE = "sim-node"
-#: how long the narration waits for the restored slice before it says it is missing
-RESTORE_WAIT = 10.0
+#: how long the narration waits for the restored slice before it says it is missing (generous:
+#: a loaded machine must not make the demo report a restore that is only late)
+RESTORE_WAIT = 30.0
 
 
 def _say(text: str = "") -> None:
