@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from lightkube import AsyncClient
-from lightkube.resources.resource_v1 import ResourceSlice
+from lightkube.resources.resource_v1 import ResourceClaim, ResourceSlice
+from lightkube.types import PatchType
 
 from erdma.agent.health import device_health
 from erdma.dra import DraConfig, DraDriver
@@ -33,6 +34,27 @@ def allocation(node: str, results: list[tuple[str, str]], driver: str = DRIVER_N
             },
         }
     }
+
+
+async def allocated_claim(
+    k8s: AsyncClient, node: str, results: list[dict[str, Any]]
+) -> tuple[str, str, str]:
+    """A claim of one NIC created on the API server and allocated on `node` with ``results``,
+    as kube-scheduler leaves it; (namespace, uid, name)."""
+    name = f"nic-{uuid.uuid4().hex[:6]}"
+    request = {"name": "nic", "exactly": {"deviceClassName": DRIVER_NAME}}
+    metadata = {"name": name, "namespace": "default"}
+    body: Any = ResourceClaim.from_dict(
+        {"metadata": metadata, "spec": {"devices": {"requests": [request]}}}
+    )
+    uid = (await k8s.create(body)).metadata.uid
+    status = allocation(node, [])
+    status["allocation"]["devices"]["results"] = results
+    patch = {"status": status}
+    await k8s.patch(
+        ResourceClaim.Status, name, patch, namespace="default", patch_type=PatchType.MERGE
+    )
+    return "default", str(uid), name
 
 
 def claim(name: str, node: str, results: list[tuple[str, str]], ns: str = "default") -> dict:

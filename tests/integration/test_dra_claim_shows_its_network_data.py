@@ -43,28 +43,6 @@ def addresses(mac: str) -> tuple[str, ...]:
     return ADDRESSES.get(mac, ())
 
 
-async def allocated_claim(
-    k8s: AsyncClient, node: str, results: list[dict[str, Any]]
-) -> tuple[str, str, str]:
-    """A claim allocated on `node` as kube-scheduler leaves it; (namespace, uid, name)."""
-    name = f"nic-{uuid.uuid4().hex[:6]}"
-    request = {"name": "nic", "exactly": {"deviceClassName": DRIVER_NAME}}
-    body: Any = ResourceClaim.from_dict(
-        {
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"devices": {"requests": [request]}},
-        }
-    )
-    uid = (await k8s.create(body)).metadata.uid
-    status = dra_support.allocation(node, [])
-    status["allocation"]["devices"]["results"] = results
-    await k8s.patch(
-        ResourceClaim.Status, name, {"status": status}, namespace="default",
-        patch_type=PatchType.MERGE,
-    )  # fmt: skip
-    return "default", uid, name
-
-
 def ours(device: str, node: str, **extra: str) -> dict[str, Any]:
     return {"request": "nic", "driver": DRIVER_NAME, "pool": node, "device": device, **extra}
 
@@ -79,7 +57,7 @@ def kubectl_yaml(kube_api: KubeApiServer, name: str) -> dict[str, Any]:
 
 async def test_kubectl_shows_which_eri_the_pod_got(short_root, k8s, node, kube_api):
     kc.kubectl_or_skip()
-    ref = await allocated_claim(k8s, node, [ours("erdma-1", node)])
+    ref = await dra_support.allocated_claim(k8s, node, [ours("erdma-1", node)])
     gpu_status: Any = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -126,7 +104,7 @@ async def test_kubectl_shows_which_eri_the_pod_got(short_root, k8s, node, kube_a
 async def test_two_shares_of_one_device_are_told_apart(short_root, k8s, node):
     shares = [ours("erdma-0", node, shareID=str(uuid.uuid4())) for _ in range(2)]
     shares[1]["request"] = "nic2"
-    ref = await allocated_claim(k8s, node, shares)
+    ref = await dra_support.allocated_claim(k8s, node, shares)
     host = fakehost.build(short_root / "host", "default")
     driver = dra_support.new_driver(short_root, host, client=k8s, node=node, addresses=addresses)
     async with FakeDraKubelet(short_root / "kubelet") as kubelet, driver:
@@ -149,7 +127,7 @@ async def test_a_status_the_api_server_refuses_does_not_fail_the_prepare(
     `resourceclaims/driver` grant answers 403): kubelet still gets the CDI devices, and the
     log names the claim and the refusal."""
     caplog.set_level(logging.WARNING, logger="erdma.dra.claim_status")
-    ref = await allocated_claim(k8s, node, [ours("erdma-0", node)])
+    ref = await dra_support.allocated_claim(k8s, node, [ours("erdma-0", node)])
     status = f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{ref[2]}/status"
     host = fakehost.build(short_root / "host", "default")
     async with ApiFaultProxy(kube_api) as proxy:

@@ -15,15 +15,12 @@ import asyncio
 import json
 import signal
 import sys
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from lightkube import AsyncClient
 from lightkube.resources.resource_v1 import ResourceClaim
-from lightkube.types import PatchType
 
 from erdma.dra.names import DRIVER_NAME
 from erdma.sim import fakehost
@@ -82,20 +79,8 @@ async def agents(short_root: Path) -> AsyncIterator[list[AgentProcess]]:
 
 
 async def allocated(k8s: AsyncClient, node: str, device: str) -> tuple[str, str, str]:
-    name = f"nic-{uuid.uuid4().hex[:6]}"
-    request = {"name": "nic", "exactly": {"deviceClassName": DRIVER_NAME}}
-    body: Any = ResourceClaim.from_dict(
-        {
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"devices": {"requests": [request]}},
-        }
-    )
-    uid = (await k8s.create(body)).metadata.uid
-    status = {"status": dra_support.allocation(node, [("nic", device)])}
-    await k8s.patch(
-        ResourceClaim.Status, name, status, namespace="default", patch_type=PatchType.MERGE
-    )
-    return "default", uid, name
+    result = {"request": "nic", "driver": DRIVER_NAME, "pool": node, "device": device}
+    return await dra_support.allocated_claim(k8s, node, [result])
 
 
 async def slice_of(k8s: AsyncClient, node: str) -> bool:

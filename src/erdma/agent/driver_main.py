@@ -35,10 +35,10 @@ def driver_group() -> None:
 
 def _state_file(purpose: str) -> Callable[[F], F]:
     """The `--state-file` option both commands share, the file `prepare` hands to `watch`."""
+    path = click.Path(path_type=Path)
     return click.option(
-        "--state-file", type=click.Path(path_type=Path), default=STATE_FILE, show_default=True,
-        help=purpose,
-    )  # fmt: skip
+        "--state-file", type=path, default=STATE_FILE, show_default=True, help=purpose
+    )
 
 
 @driver_group.command("prepare")

@@ -24,6 +24,7 @@ from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy, PreStartHook
 from erdma.agent.events import NodeEvents
 from erdma.agent.exposure import Exposure, by_macs, parse_rules, select
 from erdma.agent.health import device_health
+from erdma.agent.host_pnet import HostPnet
 from erdma.agent.kube_access import KubeAccess
 from erdma.agent.metrics import AgentMetrics
 from erdma.agent.nccl import nccl_env
@@ -43,15 +44,13 @@ from erdma.host.driver import choose_mode
 from erdma.host.metadata import MetadataClient
 from erdma.host.model import DeviceSnapshot, RdmaDevice
 from erdma.host.run import Runner
-from erdma.host.smc import PnetError, SmcUnavailable, default_backend, ensure_host_pnet
+from erdma.host.smc import default_backend
 from erdma.host.sysctl import Sysctls
 
 if TYPE_CHECKING:  # imported where used: only DRA, Regular mode and SMC-R load their clients
     from erdma.dra.driver import DraDriver
 
 log = logging.getLogger(__name__)
-
-PNET_RETRY_SECONDS = 30.0  # before the same devices' host pnet rows are tried again
 
 
 class Agent:
@@ -86,6 +85,7 @@ class Agent:
         self.exposure = startup.initial_exposure(config)
         self.snapshot = scan(config.host_root)
         self.runner = runner or Runner(host_namespace=config.host_namespace)
+        self.host_pnet = HostPnet(self.runner, config.host_root)
         self.mode, self.mode_reason = choose_mode(config.prefer_driver, self.snapshot.gpus)
         log.info("driver mode chosen", extra={"mode": self.mode.value, "why": self.mode_reason})
         loaded = self.snapshot.modules.compat_mode
@@ -108,10 +108,6 @@ class Agent:
             prestart=self._smcr_prestart() if config.prestart_container else None,
             cdi_ready=lambda: self.cdi_spec.current,
         )
-        self._pnet_devices: tuple[tuple[str, str | None], ...] | None = None
-        self._pnet_error = ""  # the host pnet failure last logged
-        self._pnet_failed: tuple[tuple[str, str | None], ...] | None = None
-        self._pnet_retry_at = 0.0
         self._prepared = False
         self.shared = [
             SharedPlugin(
@@ -221,24 +217,8 @@ class Agent:
 
     async def _ensure_host_pnet(self) -> None:
         """Each eRDMA device's PNETID in the host pnet table (default/compat), once per change."""
-        devices = self.snapshot.erdma_devices
-        key = tuple((d.name, d.pnetid) for d in devices)
-        if not self.mode.wants_smc or key == self._pnet_devices or not devices:
-            return
-        if key == self._pnet_failed and time.monotonic() < self._pnet_retry_at:
-            return
-        try:
-            await ensure_host_pnet(default_backend(self.runner), devices, self.config.host_root)
-            self._pnet_devices, self._pnet_error = key, ""
-        except (SmcUnavailable, PnetError, OSError) as exc:  # retried, logged once
-            if self._pnet_error != str(exc):
-                log.warning(
-                    "host SMC pnet table not set up: SMC-R in pods will fall back to TCP",
-                    extra={"reason": str(exc)},
-                )
-            self._pnet_error = str(exc)
-            # the same devices again after a pause, not on every rescan; new devices at once
-            self._pnet_failed, self._pnet_retry_at = key, time.monotonic() + PNET_RETRY_SECONDS
+        if self.mode.wants_smc:
+            await self.host_pnet.keep(self.snapshot.erdma_devices)
 
     async def _prepare_node(self) -> None:
         """Load erdma in the chosen mode (retried with backoff while the driver is missing),
@@ -312,9 +292,14 @@ class Agent:
             log.info("exposing the node's Ready ERIs", extra={"macs": sorted(macs)})
 
         bring_up = metadata_bring_up(metadata, self.netns)
-        await follow_devices(kube, self.config.node_name, bring_up, expose,
-                             jumbo_mtu=self.config.jumbo_frame_mtu,
-                             devices_appeared=self.devices_appeared)  # fmt: skip
+        await follow_devices(
+            kube,
+            self.config.node_name,
+            bring_up,
+            expose,
+            jumbo_mtu=self.config.jumbo_frame_mtu,
+            devices_appeared=self.devices_appeared,
+        )
 
     async def _local_mode(self) -> None:
         """Local mode: keep the selected ERIs' netdevs up, expose those (erdma.agent.local)."""

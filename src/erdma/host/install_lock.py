@@ -20,10 +20,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from erdma.aio import Backoff
+
 log = logging.getLogger(__name__)
 
 LOCK_FILE = Path("run/erdma/driver-install.lock")
-POLL_SECONDS = 1.0  # a build takes minutes: a second of delay after it ends costs nothing
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ async def install_lock(root: str | os.PathLike[str]) -> AsyncIterator[HeldLock]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         waiting = False
+        # a build takes minutes: a few seconds of delay after it ends cost nothing
+        pause = Backoff(initial=0.5, maximum=5.0)
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -57,7 +60,7 @@ async def install_lock(root: str | os.PathLike[str]) -> AsyncIterator[HeldLock]:
                         extra={"lock": str(path)},
                     )
                     waiting = True
-                await asyncio.sleep(POLL_SECONDS)
+                await asyncio.sleep(pause.next_delay())
         if waiting:
             log.info("the other driver installation finished", extra={"lock": str(path)})
         yield HeldLock(fd, waiting)
