@@ -161,6 +161,7 @@ async def run_dra_sim(variant: str, kubeconfig: str | None) -> None:
                 _say(f"   {device['name']}: {attrs}")
             if client is not None:
                 await _kubelet_restart(client, kubelet, body["metadata"]["name"])
+                await kubelet.wait_registered(DRIVER_NAME)  # again, with the new kubelet
             if not devices:
                 _say("\nno devices to allocate on this host")
                 return
