@@ -5,9 +5,9 @@ Register it with ``pytest_plugins = ["tests.integration.conftest_kubeapi",
 region per test; ``k8s`` is a client of the shared kube-testserver that deletes every Node and
 ERdmaDevice before the test and afterwards: a controller reconciles every Node it sees, so a
 Node another test on this worker left behind (one that did not clear, or cleared while its
-controller still wrote) would otherwise be given ERIs and counted in this test's figures. The helpers live apart, in
-``controller_support``, because a module the tests import directly cannot also be a plugin
-whose asserts pytest rewrites.
+controller still wrote) would otherwise be given ERIs and counted in this test's figures. The
+helpers live apart, in ``controller_support``, because a module the tests import directly cannot
+also be a plugin whose asserts pytest rewrites.
 """
 
 from __future__ import annotations

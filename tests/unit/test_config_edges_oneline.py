@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_config_edges_startup import agent, refused
+from tests.unit.cli_run_support import agent, refused
 
 
 def test_dra_without_a_node_name_says_so_before_anything_is_logged(tmp_path: Path):

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_config_edges_startup import _run
+from tests.unit.cli_run_support import run_program
 
 
 def controller(tmp_path: Path, config: bytes, credential: str | None = None):
     (tmp_path / "config.json").write_bytes(config)
     if credential is not None:
         (tmp_path / "credential.json").write_text(credential)
-    return _run(
+    return run_program(
         "controller",
         "--config-path", str(tmp_path / "config.json"),
         "--credential-path", str(tmp_path / "credential.json"),

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from erdma.cli import main
 from erdma.tools.docker import ENGINE_ERROR
-from tests.unit.test_config_edges_startup import agent, refused
+from tests.unit.cli_run_support import agent, refused
 
 #: (command, its options besides --root, exit code)
 COMMANDS = [
