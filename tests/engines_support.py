@@ -111,9 +111,14 @@ class Kit:
     ) -> subprocess.CompletedProcess[str]:
         """Run a command with the kit's environment; never raises on a non-zero exit."""
         return subprocess.run(
-            list(argv), env={**self.env, **env}, input=stdin, capture_output=True, text=True,
-            timeout=timeout, check=False,
-        )  # fmt: skip
+            list(argv),
+            env={**self.env, **env},
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
     def erdma(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """The real `erdma` program, so `run` really execs the engine (exit code and all)."""
@@ -317,8 +322,10 @@ def cri_run(
     request = json.dumps({"config": config, "command": list(command), "image": IMAGE})
     return kit.run(
         [str(python), __file__, "cri", kit.env["CONTAINERD_ADDRESS"]],
-        stdin=request, timeout=timeout, PYTHONPATH=str(kit.state / "cri"),
-    )  # fmt: skip
+        stdin=request,
+        timeout=timeout,
+        PYTHONPATH=str(kit.state / "cri"),
+    )
 
 
 def _cri_main(socket: str) -> int:  # pragma: no cover - runs in the kit's venv

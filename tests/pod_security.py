@@ -8,15 +8,36 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 #: capabilities `baseline` lets a container add
-BASELINE_CAPABILITIES = frozenset({
-    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-    "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
-})  # fmt: skip
+BASELINE_CAPABILITIES = frozenset(
+    {
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    }
+)
 #: volume types `restricted` allows
-RESTRICTED_VOLUMES = frozenset({
-    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
-    "projected", "secret",
-})  # fmt: skip
+RESTRICTED_VOLUMES = frozenset(
+    {
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "persistentVolumeClaim",
+        "projected",
+        "secret",
+    }
+)
 
 
 def _containers(spec: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:

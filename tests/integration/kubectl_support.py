@@ -36,16 +36,29 @@ def kubectl(
     """Run kubectl with this kubeconfig; the caller looks at returncode and output."""
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     return subprocess.run(
-        [kubectl_or_skip(), *args], input=stdin, env=env, capture_output=True, text=True,
-        timeout=timeout, check=False,
-    )  # fmt: skip
+        [kubectl_or_skip(), *args],
+        input=stdin,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def apply(kubeconfig: Path, objects: Iterable[dict[str, Any]], *extra: str) -> str:
     """`kubectl apply --server-side` of these objects; fails the test with kubectl's words."""
     docs = yaml.safe_dump_all(list(objects))
-    done = kubectl(kubeconfig, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}",
-                   *extra, "-f", "-", stdin=docs)  # fmt: skip
+    done = kubectl(
+        kubeconfig,
+        "apply",
+        "--server-side",
+        f"--field-manager={FIELD_MANAGER}",
+        *extra,
+        "-f",
+        "-",
+        stdin=docs,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -72,7 +85,8 @@ def release_objects(out: Rendered, skip_kinds: Sequence[str] = ()) -> list[dict[
 def install(kubeconfig: Path, out: Rendered, extra_crds: Iterable[dict[str, Any]] = ()) -> None:
     """CRDs (the chart's and ``extra_crds``) first, established, then the release's objects."""
     apply(kubeconfig, [*crds(out), *extra_crds])
-    waited = kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=30s", "crd",
-                     "--all")  # fmt: skip
+    waited = kubectl(
+        kubeconfig, "wait", "--for=condition=Established", "--timeout=30s", "crd", "--all"
+    )
     assert waited.returncode == 0, waited.stderr
     apply(kubeconfig, release_objects(out))

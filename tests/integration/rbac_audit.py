@@ -52,10 +52,12 @@ def identity_kubeconfig(server: KubeApiServer, user: str, path: Path) -> Path:
     ca_cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
     ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([
-        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
-        x509.NameAttribute(NameOID.COMMON_NAME, user),
-    ])  # fmt: skip
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+            x509.NameAttribute(NameOID.COMMON_NAME, user),
+        ]
+    )
     now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
@@ -112,9 +114,15 @@ def read_audit(log: Path, users: Iterable[str]) -> list[Request]:
             continue
         resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
         found.append(
-            Request(user, ref.get("apiGroup", ""), resource, event["verb"],
-                    ref.get("namespace", ""), ref.get("name", ""))
-        )  # fmt: skip
+            Request(
+                user,
+                ref.get("apiGroup", ""),
+                resource,
+                event["verb"],
+                ref.get("namespace", ""),
+                ref.get("name", ""),
+            )
+        )
     return found
 
 

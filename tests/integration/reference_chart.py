@@ -11,17 +11,30 @@ from typing import Any
 VALUES: dict[str, Any] = {
     "controller": {
         "replicaCount": 2,
-        "image": {"repository": "registry.aliyuncs.com/erdma/controller",
-                  "pullPolicy": "Always", "tag": "latest"},
-        "imagePullSecrets": [], "nameOverride": "", "fullnameOverride": "",
-        "nodeSelector": {}, "affinity": {},
+        "image": {
+            "repository": "registry.aliyuncs.com/erdma/controller",
+            "pullPolicy": "Always",
+            "tag": "latest",
+        },
+        "imagePullSecrets": [],
+        "nameOverride": "",
+        "fullnameOverride": "",
+        "nodeSelector": {},
+        "affinity": {},
     },
     "agent": {
-        "image": {"repository": "registry.aliyuncs.com/erdma/agent",
-                  "pullPolicy": "Always", "tag": "latest"},
-        "preferDriver": "", "allocateAllDevices": False, "jumboFrameMTU": 8500,
+        "image": {
+            "repository": "registry.aliyuncs.com/erdma/agent",
+            "pullPolicy": "Always",
+            "tag": "latest",
+        },
+        "preferDriver": "",
+        "allocateAllDevices": False,
+        "jumboFrameMTU": 8500,
         "exposedLocalERIs": ["i-XXX erdma_0/erdma_1"],
-        "imagePullSecrets": [], "nameOverride": "", "fullnameOverride": "",
+        "imagePullSecrets": [],
+        "nameOverride": "",
+        "fullnameOverride": "",
     },
     "serviceAccount": {"create": True, "annotations": {}, "name": ""},
     "podAnnotations": {},
@@ -31,12 +44,17 @@ VALUES: dict[str, Any] = {
     "webhookFailurePolicy": "Ignore",
     "webhookTimeoutSeconds": 10,
     "config": {
-        "region": "", "manageNonOwnedENIs": True, "clusterDomain": "",
-        "enableDevicePlugin": True, "enableWebhook": False, "enableInitContainerInject": True,
-        "smcInitImage": "", "localERIDiscovery": False,
+        "region": "",
+        "manageNonOwnedENIs": True,
+        "clusterDomain": "",
+        "enableDevicePlugin": True,
+        "enableWebhook": False,
+        "enableInitContainerInject": True,
+        "smcInitImage": "",
+        "localERIDiscovery": False,
     },
     "credentials": {"type": "", "accessKeyID": "", "accessKeySecret": ""},
-}  # fmt: skip
+}
 
 #: the object names the reference chart hard-codes (this chart's defaults give the same)
 AGENT = "alibabacloud-erdma-agent"
@@ -60,14 +78,23 @@ def workload(kind: str, name: str, namespace: str, release: str, tier: str) -> d
     return {
         "apiVersion": "apps/v1",
         "kind": kind,
-        "metadata": {"name": name, "namespace": namespace,
-                     "labels": {**labels, "app.kubernetes.io/managed-by": "Helm"}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {**labels, "app.kubernetes.io/managed-by": "Helm"},
+        },
         "spec": {
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "alibabacloud-erdma-controller",
-                                         "image": f"registry.aliyuncs.com/erdma/{tier}:latest"}]},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "alibabacloud-erdma-controller",
+                            "image": f"registry.aliyuncs.com/erdma/{tier}:latest",
+                        }
+                    ]
+                },
             },
         },
-    }  # fmt: skip
+    }

@@ -44,14 +44,26 @@ def _generate(kit: Kit, root: Path, out: Path, *extra: str) -> list[str]:
 
 
 def _podman(kit: Kit, spec_dir: Path, name: str, script: str) -> subprocess.CompletedProcess[str]:
-    argv = ["podman-cdi", "run", "--rm", "--cap-add", "MKNOD", "--device", name, IMAGE,
-            "sh", "-c", script]  # fmt: skip
+    argv = [
+        "podman-cdi",
+        "run",
+        "--rm",
+        "--cap-add",
+        "MKNOD",
+        "--device",
+        name,
+        IMAGE,
+        "sh",
+        "-c",
+        script,
+    ]
     return kit.run(argv, CDI_DIR=str(spec_dir))
 
 
 def _docker(kit: Kit, name: str, script: str) -> subprocess.CompletedProcess[str]:
-    return kit.run(["docker", "run", "--rm", "--pull=never", "--device", name, IMAGE,
-                    "sh", "-c", script])  # fmt: skip
+    return kit.run(
+        ["docker", "run", "--rm", "--pull=never", "--device", name, IMAGE, "sh", "-c", script]
+    )
 
 
 def _probe(done: subprocess.CompletedProcess[str]) -> Probe:
@@ -166,8 +178,9 @@ def test_containerd_cri_injects_by_cdi_devices_and_by_annotation(tmp_path: Path)
     script = probe_script(mknod=[(231, 193)])
     with own_cdi_dir(kit) as spec_dir:
         _generate(kit, tmp_path / "host", spec_dir)
-        by_field = cri_run(kit, {"CDI_devices": [{"name": "aliyun.com/erdma=erdma_1"}]},
-                           ["sh", "-c", script])  # fmt: skip
+        by_field = cri_run(
+            kit, {"CDI_devices": [{"name": "aliyun.com/erdma=erdma_1"}]}, ["sh", "-c", script]
+        )
         annotation = {"annotations": {cdi.ANNOTATION_KEY: "aliyun.com/erdma=all"}}
         by_annotation = cri_run(kit, annotation, ["sh", "-c", probe_script()])
     one = _probe(by_field)
@@ -212,8 +225,10 @@ def test_engines_resolve_the_spec_while_generate_rewrites_it(tmp_path: Path):
     with own_cdi_dir(kit) as spec_dir:
         _generate(kit, tmp_path / "default", spec_dir)
         (tmp_path / "podman-cdi").mkdir()
-        writers = [threading.Thread(target=rewrite, args=(d,), daemon=True)
-                   for d in (spec_dir, tmp_path / "podman-cdi")]  # fmt: skip
+        writers = [
+            threading.Thread(target=rewrite, args=(d,), daemon=True)
+            for d in (spec_dir, tmp_path / "podman-cdi")
+        ]
         for writer in writers:
             writer.start()
         try:

@@ -36,8 +36,21 @@ def _erdma_run(
 ) -> subprocess.CompletedProcess[str]:
     """`erdma docker run [flags] -- [engine options] [more] IMAGE sh -c script`."""
     options = [*_engine_options(kit, engine), *more]
-    argv = ["docker", "run", "--engine", engine, "--root", str(root), *flags, "--",
-            *options, IMAGE, "sh", "-c", script or probe_script()]  # fmt: skip
+    argv = [
+        "docker",
+        "run",
+        "--engine",
+        engine,
+        "--root",
+        str(root),
+        *flags,
+        "--",
+        *options,
+        IMAGE,
+        "sh",
+        "-c",
+        script or probe_script(),
+    ]
     return kit.erdma(*argv)
 
 
@@ -58,8 +71,15 @@ def kit(engine: str) -> Kit:
 
 def test_the_device_asked_for_is_mapped_and_the_other_is_denied(kit, engine, tmp_path):
     fakehost.build(tmp_path, "default")
-    done = _erdma_run(kit, engine, tmp_path, "--device", "erdma_0", *MEMLOCK_8M,
-                      script=probe_script(mknod=[(231, 193)]))  # fmt: skip
+    done = _erdma_run(
+        kit,
+        engine,
+        tmp_path,
+        "--device",
+        "erdma_0",
+        *MEMLOCK_8M,
+        script=probe_script(mknod=[(231, 193)]),
+    )
     probe = _probe(done)
     assert probe.infiniband() == {UVERBS0: (231, 192), RDMA_CM: (10, 58)}, probe.raw
     assert probe.opens[UVERBS0] == "ENXIO"  # through the device cgroup, no driver behind
@@ -81,8 +101,17 @@ def test_without_device_every_erdma_device_is_mapped(kit, engine, tmp_path):
 
 def test_uverbs_follows_sysfs_not_the_device_name(kit, engine, tmp_path):
     fakehost.build(tmp_path, "uverbs-swapped")  # erdma_0 is uverbs1
-    probe = _probe(_erdma_run(kit, engine, tmp_path, "--device", "erdma_0", *MEMLOCK_8M,
-                              script=probe_script(mknod=[(231, 192)])))  # fmt: skip
+    probe = _probe(
+        _erdma_run(
+            kit,
+            engine,
+            tmp_path,
+            "--device",
+            "erdma_0",
+            *MEMLOCK_8M,
+            script=probe_script(mknod=[(231, 192)]),
+        )
+    )
     assert probe.infiniband() == {UVERBS1: (231, 193), RDMA_CM: (10, 58)}
     assert probe.opens[probe.made(231, 192)] == "EPERM"
 
@@ -95,32 +124,52 @@ def test_a_lingjun_node_maps_its_hcas_says_so_and_mad_nodes_only_when_asked(kit,
     assert "no eRDMA device on this host; mapping the other RDMA devices: mlx5_0, mlx5_1" in (
         done.stderr
     )
-    with_mad = _probe(_erdma_run(kit, engine, tmp_path, "--device", "mlx5_1", "--mad",
-                                 *MEMLOCK_8M))  # fmt: skip
+    with_mad = _probe(_erdma_run(kit, engine, tmp_path, "--device", "mlx5_1", "--mad", *MEMLOCK_8M))
     assert with_mad.infiniband() == {
-        UVERBS1: (231, 193), "/dev/infiniband/umad1": (231, 1),
-        "/dev/infiniband/issm1": (231, 65), RDMA_CM: (10, 58),
-    }  # fmt: skip
+        UVERBS1: (231, 193),
+        "/dev/infiniband/umad1": (231, 1),
+        "/dev/infiniband/issm1": (231, 65),
+        RDMA_CM: (10, 58),
+    }
 
 
 def test_the_containers_exit_code_is_erdmas(kit, engine, tmp_path):
     fakehost.build(tmp_path, "default")
     assert _erdma_run(kit, engine, tmp_path, *MEMLOCK_8M, script="exit 7").returncode == 7
-    missing_image = kit.erdma("docker", "run", "--engine", engine, "--root", str(tmp_path),
-                              *MEMLOCK_8M, "--", *_engine_options(kit, engine),
-                              "docker.io/local/no-such-image:e", "true")  # fmt: skip
+    missing_image = kit.erdma(
+        "docker",
+        "run",
+        "--engine",
+        engine,
+        "--root",
+        str(tmp_path),
+        *MEMLOCK_8M,
+        "--",
+        *_engine_options(kit, engine),
+        "docker.io/local/no-such-image:e",
+        "true",
+    )
     assert missing_image.returncode == 125  # the engine's own error code, passed through
 
 
 def test_double_dash_passes_an_option_erdma_also_has_to_the_engine(kit, engine, tmp_path):
     fakehost.build(tmp_path, "default")
     # `--device` after `--` is the engine's: a host path, not an RDMA device name
-    done = _erdma_run(kit, engine, tmp_path, "--device", "erdma_1", *MEMLOCK_8M,
-                      more=("--device", "/dev/null:/dev/infiniband/mynull"))  # fmt: skip
+    done = _erdma_run(
+        kit,
+        engine,
+        tmp_path,
+        "--device",
+        "erdma_1",
+        *MEMLOCK_8M,
+        more=("--device", "/dev/null:/dev/infiniband/mynull"),
+    )
     probe = _probe(done)
     assert probe.infiniband() == {
-        UVERBS1: (231, 193), RDMA_CM: (10, 58), "/dev/infiniband/mynull": (1, 3),
-    }  # fmt: skip
+        UVERBS1: (231, 193),
+        RDMA_CM: (10, 58),
+        "/dev/infiniband/mynull": (1, 3),
+    }
 
 
 def test_dry_run_prints_a_command_that_runs_as_printed(kit, engine, tmp_path):

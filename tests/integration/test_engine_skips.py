@@ -32,8 +32,15 @@ def test_never_set_up_names_the_env_file_and_how_to_set_up(monkeypatch, tmp_path
 def test_not_root_is_named_with_the_uid():
     code = "from tests.engines_support import find_kit; print(find_kit())"
     if os.geteuid() == 0:  # look from an unprivileged process
-        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                sys.executable, "-c", code]  # fmt: skip
+        argv = [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            code,
+        ]
     else:
         argv = [sys.executable, "-c", code]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
@@ -53,8 +60,7 @@ def test_an_engine_the_kit_did_not_set_up_is_named(tmp_path: Path):
     assert kit.missing("containerd") == (
         "containerd CRI socket (CONTAINERD_ADDRESS unset) is absent"
     )
-    dead = Kit(tmp_path, env={**kit.env, "DOCKER_HOST": f"unix://{tmp_path}/d.sock"},
-               sysres=False)  # fmt: skip
+    dead = Kit(tmp_path, env={**kit.env, "DOCKER_HOST": f"unix://{tmp_path}/d.sock"}, sysres=False)
     reason = dead.missing("docker")
     assert reason is not None and reason.startswith("dockerd does not answer")
 

@@ -51,8 +51,11 @@ def admit(handler: Handler, pod: dict[str, Any]) -> Verdict:
 def secret_env(out: Rendered) -> dict[str, str]:
     """The controller's environment from the existingSecret the values name (a value per key)."""
     env = out.container("Deployment", CONTROLLER).get("env", [])
-    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env if "secretKeyRef" in
-            e.get("valueFrom", {})}  # fmt: skip
+    refs = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in env
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
     return {name: f"{ref['name']}/{ref['key']}" for name, ref in refs.items()}
 
 
@@ -73,8 +76,16 @@ NOT_SERVED = {"StatefulSet": "-0", "Job": "-x7k2p"}
 
 
 def dry_run(kube_api: KubeApiServer, obj: dict[str, Any]) -> str:
-    done = kubectl(kube_api.kubeconfig, "apply", "--dry-run=server", "-n", "default", "-f", "-",
-                   stdin=json.dumps(obj))  # fmt: skip
+    done = kubectl(
+        kube_api.kubeconfig,
+        "apply",
+        "--dry-run=server",
+        "-n",
+        "default",
+        "-f",
+        "-",
+        stdin=json.dumps(obj),
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -104,8 +115,11 @@ def test_smcr_deployment_gets_the_init_container_and_stays_valid(
     assert init["name"] == smcr.CONTAINER_NAME and init["command"] == ["erdma", "smcr-init"]
     assert init["resources"]["limits"] == {ERDMA_RESOURCE: "1"}
     # what the API server would store after the mutation is a valid Pod too
-    patched = {**pod, "metadata": {**pod["metadata"], "name": "app-with-erdma-0"},
-               "spec": {**pod["spec"], "initContainers": op["value"]}}  # fmt: skip
+    patched = {
+        **pod,
+        "metadata": {**pod["metadata"], "name": "app-with-erdma-0"},
+        "spec": {**pod["spec"], "initContainers": op["value"]},
+    }
     assert "created (server dry run)" in dry_run(kube_api, patched)
     # the reference controller's path answers the same
     assert admit(routes[smcr.REFERENCE_PATH], pod).patch == verdict.patch
@@ -160,7 +174,10 @@ def test_local_values_render_an_agent_only_install(tmp_path: Path) -> None:
 
 def test_the_examples_readme_lists_every_example() -> None:
     text = (EXAMPLES / "README.md").read_text()
-    shown = sorted(p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.rglob("*")
-                   if p.is_file() and p.name != "README.md")  # fmt: skip
+    shown = sorted(
+        p.relative_to(EXAMPLES).as_posix()
+        for p in EXAMPLES.rglob("*")
+        if p.is_file() and p.name != "README.md"
+    )
     missing = [name for name in shown if f"]({name})" not in text]
     assert not missing, f"examples/README.md does not link: {missing}"

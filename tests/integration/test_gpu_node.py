@@ -162,13 +162,18 @@ async def test_prefer_driver_default_gives_rdma_cm_and_no_nccl(make_node: NodeFa
             id="gidIndex",
         ),
         pytest.param(
-            {"overrides": {"NCCL_IB_QPS_PER_CONNECTION": "8", "NCCL_IB_GID_INDEX": "5",
-                           "NCCL_IB_HCA": ""}},
+            {
+                "overrides": {
+                    "NCCL_IB_QPS_PER_CONNECTION": "8",
+                    "NCCL_IB_GID_INDEX": "5",
+                    "NCCL_IB_HCA": "",
+                }
+            },
             {"NCCL_IB_QPS_PER_CONNECTION": "8", "NCCL_IB_GID_INDEX": "5"},
             id="overrides",
         ),
     ],
-)  # fmt: skip
+)
 async def test_nccl_settings_from_the_config_file(
     make_node: NodeFactory, settings: dict[str, Any], expected: dict[str, str]
 ):
@@ -183,19 +188,28 @@ async def test_nccl_settings_from_the_config_file(
 @pytest.mark.parametrize(
     ("settings", "named"),
     [
-        pytest.param({"gidIndex": 300},
-                     "nccl.gidIndex=300: Input should be less than or equal to 255",
-                     id="gidIndex-range"),
-        pytest.param({"socketIfName": "eth0"},
-                     "nccl.socketIfName='eth0': unknown key; did you mean `socketIfname`?",
-                     id="misspelt-key"),
-        pytest.param({"overrides": {"NCCL_IB_QPS_PER_CONNECTION": 8}},
-                     "nccl.overrides.NCCL_IB_QPS_PER_CONNECTION=8: Input should be a valid string",
-                     id="unquoted-override"),
-        pytest.param({"enabled": "no"}, "nccl.enabled='no': Input should be a valid boolean",
-                     id="string-bool"),
+        pytest.param(
+            {"gidIndex": 300},
+            "nccl.gidIndex=300: Input should be less than or equal to 255",
+            id="gidIndex-range",
+        ),
+        pytest.param(
+            {"socketIfName": "eth0"},
+            "nccl.socketIfName='eth0': unknown key; did you mean `socketIfname`?",
+            id="misspelt-key",
+        ),
+        pytest.param(
+            {"overrides": {"NCCL_IB_QPS_PER_CONNECTION": 8}},
+            "nccl.overrides.NCCL_IB_QPS_PER_CONNECTION=8: Input should be a valid string",
+            id="unquoted-override",
+        ),
+        pytest.param(
+            {"enabled": "no"},
+            "nccl.enabled='no': Input should be a valid boolean",
+            id="string-bool",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_bad_nccl_value_stops_the_agent_naming_the_key(
     make_node: NodeFactory, settings: dict[str, Any], named: str
 ):

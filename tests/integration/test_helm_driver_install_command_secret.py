@@ -41,11 +41,25 @@ def test_no_container_but_the_prepare_one_sees_it():
 
 
 def test_a_key_of_its_own_is_used():
-    out = render(merge(ACCESS_KEY, {"agent": {"driverInstallCommandSecret": {
-        "name": "erdma-driver-install", "key": "install.sh"}}}))  # fmt: skip
+    out = render(
+        merge(
+            ACCESS_KEY,
+            {
+                "agent": {
+                    "driverInstallCommandSecret": {
+                        "name": "erdma-driver-install",
+                        "key": "install.sh",
+                    }
+                }
+            },
+        )
+    )
     (init,) = out.get("DaemonSet", DRIVER)["spec"]["template"]["spec"]["initContainers"]
-    refs = [e["valueFrom"]["secretKeyRef"] for e in init["env"] if "secretKeyRef" in
-            e.get("valueFrom", {})]  # fmt: skip
+    refs = [
+        e["valueFrom"]["secretKeyRef"]
+        for e in init["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    ]
     assert refs == [{"name": "erdma-driver-install", "key": "install.sh"}]
 
 
@@ -60,9 +74,12 @@ def test_a_plain_command_and_a_secret_together_are_refused():
 
 @pytest.mark.parametrize(
     ("secret", "key"),
-    [({"name": "Not_A_Name"}, "name"), ({"name": "ok", "key": "a b"}, "key"),
-     ({"name": "ok", "other": 1}, "other")],
-)  # fmt: skip
+    [
+        ({"name": "Not_A_Name"}, "name"),
+        ({"name": "ok", "key": "a b"}, "key"),
+        ({"name": "ok", "other": 1}, "other"),
+    ],
+)
 def test_a_bad_secret_reference_names_the_key(secret, key):
     with pytest.raises(helm_python.HelmError) as err:
         render(merge(ACCESS_KEY, {"agent": {"driverInstallCommandSecret": secret}}))

@@ -46,9 +46,15 @@ def test_controller_has_its_own_tolerations_priority_and_spreads_its_replicas() 
 def test_placement_values_override_and_top_level_tolerations_are_added() -> None:
     gpu = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     dedicated = {"key": "dedicated", "operator": "Equal", "value": "rdma", "effect": "NoExecute"}
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "role", "operator": "In", "values": ["infra"]}]}]}}}  # fmt: skip
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "role", "operator": "In", "values": ["infra"]}]}
+                ]
+            }
+        }
+    }
     out = render(
         merge(
             ACCESS_KEY,
@@ -79,8 +85,12 @@ def test_default_image_is_fully_qualified_and_one_value_moves_every_program() ->
         f"{defaults['repository']}:{version}"
     )
     mirror = "registry.example.com:5000/erdma/erdma"
-    out = render(merge(ACCESS_KEY, {"agent": {"image": {"repository": mirror}},
-                                    "sharedRdma": {"enabled": True}}))  # fmt: skip
+    out = render(
+        merge(
+            ACCESS_KEY,
+            {"agent": {"image": {"repository": mirror}}, "sharedRdma": {"enabled": True}},
+        )
+    )
     images = {
         "agent": out.container("DaemonSet", AGENT)["image"],
         "shared": out.container("DaemonSet", SHARED)["image"],
@@ -103,8 +113,20 @@ def test_a_controller_image_of_its_own_does_not_inherit_the_agents_digest() -> N
     tagged = render(merge(ACCESS_KEY, agent_digest, {"controller": {"image": {"tag": "dev"}}}))
     assert tagged.container("Deployment", CONTROLLER)["image"] == "docker.io/erdma-k8s/erdma:dev"
     other = "sha256:" + "cd" * 32
-    pinned = render(merge(ACCESS_KEY, agent_digest, {"controller": {"image": {
-        "repository": "registry.example.com/erdma/controller", "digest": other}}}))  # fmt: skip
+    pinned = render(
+        merge(
+            ACCESS_KEY,
+            agent_digest,
+            {
+                "controller": {
+                    "image": {
+                        "repository": "registry.example.com/erdma/controller",
+                        "digest": other,
+                    }
+                }
+            },
+        )
+    )
     assert pinned.container("Deployment", CONTROLLER)["image"] == (
         f"registry.example.com/erdma/controller@{other}"
     )

@@ -47,8 +47,11 @@ def unprivileged(*added: str) -> dict[str, Any]:
 
 
 def paths(*extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
-    base = [("/var/lib/kubelet/device-plugins", "Directory"), ("/sys", "Directory"),
-            ("/dev", "Directory")]  # fmt: skip
+    base = [
+        ("/var/lib/kubelet/device-plugins", "Directory"),
+        ("/sys", "Directory"),
+        ("/dev", "Directory"),
+    ]
     return tuple(sorted(base + list(extra)))
 
 
@@ -71,30 +74,40 @@ NEVER_IN_THE_AGENT = {"SYS_ADMIN", "SYS_PTRACE", "SYS_CHROOT", *INSTALLER}
 AGENT_POD = Pod(unprivileged("NET_ADMIN"), paths(), host_network=True)
 #: the driver DaemonSet's long-running container: no capability, not root, no host path
 WATCHING = {
-    "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"}, "readOnlyRootFilesystem": True,
-    "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
-}  # fmt: skip
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "runAsGroup": 65532,
+}
 DRIVER_PATHS = (("/lib/modules", "Directory"), ("/run/erdma", "DirectoryOrCreate"))
 
 
 def driver(*added: str, host_pid: bool) -> Pod:
     """The driver DaemonSet's pod: SYS_MODULE plus ``added`` in its init container only."""
-    return Pod(WATCHING, DRIVER_PATHS, host_pid=host_pid,
-               init=(unprivileged("SYS_MODULE", *added),))  # fmt: skip
+    return Pod(
+        WATCHING, DRIVER_PATHS, host_pid=host_pid, init=(unprivileged("SYS_MODULE", *added),)
+    )
 
 
 INSTALLING = driver(*HOST_NAMESPACE, *INSTALLER, host_pid=True)
 NOT_INSTALLING = driver(host_pid=False)
 CONTROLLER_POD = Pod(
-    {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-     "readOnlyRootFilesystem": True},
+    {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    },
     (),
-)  # fmt: skip
+)
 CONTROLLER_POD_CONTEXT = {
-    "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "runAsGroup": 65532,
     "seccompProfile": {"type": "RuntimeDefault"},
-}  # fmt: skip
+}
 PRESTART_AGENT = Pod(PRIVILEGED, paths(*PRESTART), host_network=True)
 
 #: `--set` values of each documented row -> the workloads it renders (Regular mode adds the
@@ -168,8 +181,11 @@ def documented_rows(path: Path = INSTALL_MD) -> dict[str, list[str]]:
 def observed(out: Rendered, kind: str, name: str) -> Pod:
     spec = out.get(kind, name)["spec"]["template"]["spec"]
     (container,) = spec["containers"]
-    host_paths = sorted((v["hostPath"]["path"], v["hostPath"].get("type", ""))
-                        for v in spec.get("volumes", []) if "hostPath" in v)  # fmt: skip
+    host_paths = sorted(
+        (v["hostPath"]["path"], v["hostPath"].get("type", ""))
+        for v in spec.get("volumes", [])
+        if "hostPath" in v
+    )
     return Pod(
         container.get("securityContext", {}),
         tuple(host_paths),
@@ -253,8 +269,10 @@ def test_the_agent_never_holds_the_host_pid_namespace_or_the_installers_rights()
 @pytest.mark.parametrize("values", sorted(TABLE), ids=lambda v: v or "defaults")
 def test_pod_security_levels_are_those_the_docs_state(values: str) -> None:
     out = render_row(values)
-    levels = {o["metadata"]["name"]: level(o["spec"]["template"]["spec"])
-              for o in out.all("DaemonSet") + out.all("Deployment")}  # fmt: skip
+    levels = {
+        o["metadata"]["name"]: level(o["spec"]["template"]["spec"])
+        for o in out.all("DaemonSet") + out.all("Deployment")
+    }
     assert levels.pop(AGENT) == "privileged"  # hence the release namespace's level
     assert set(levels.values()) <= {"privileged", "restricted"}
     if CONTROLLER in levels:

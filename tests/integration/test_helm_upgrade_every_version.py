@@ -51,8 +51,9 @@ def release_values(slug: str, **more: Any) -> dict[str, Any]:
     return merge(ACCESS_KEY, {"fullnameOverride": f"erdma-{slug}", **more})
 
 
-def install(helm: helm_python.Config, old: ChartVersion, slug: str, tmp: Path,
-            values: dict[str, Any]) -> None:  # fmt: skip
+def install(
+    helm: helm_python.Config, old: ChartVersion, slug: str, tmp: Path, values: dict[str, Any]
+) -> None:
     chart = old.write(tmp / "old-chart")
     helm.install(str(chart), slug, values, create_namespace=True)
 
@@ -63,8 +64,9 @@ def notes(release: dict[str, Any]) -> str:
 
 
 def live_daemonset(api: KubeApiServer, slug: str, component: str) -> dict[str, Any]:
-    got = kc.kubectl(api.kubeconfig, "-n", slug, "get", "ds", f"erdma-{slug}-{component}",
-                     "-o", "json")  # fmt: skip
+    got = kc.kubectl(
+        api.kubeconfig, "-n", slug, "get", "ds", f"erdma-{slug}-{component}", "-o", "json"
+    )
     assert got.returncode == 0, got.stderr
     found: dict[str, Any] = json.loads(got.stdout)
     return found

@@ -54,8 +54,10 @@ def image(kit: Kit, tmp_path_factory: pytest.TempPathFactory) -> str:
     if shutil.which("mmdebstrap") is None:
         pytest.skip("mmdebstrap is not installed (apt-get install mmdebstrap; .ci/run does)")
     iidfile = tmp_path_factory.mktemp("image") / "iid"
-    done = kit.run([sys.executable, str(SCRIPT), "build", "--tag", TAG, "--iidfile", str(iidfile)],
-                   timeout=1800)  # fmt: skip
+    done = kit.run(
+        [sys.executable, str(SCRIPT), "build", "--tag", TAG, "--iidfile", str(iidfile)],
+        timeout=1800,
+    )
     assert done.returncode == 0, f"image build failed:\n{done.stdout}\n{done.stderr}"
     return iidfile.read_text().strip()
 
@@ -96,10 +98,15 @@ def test_devices_of_a_read_only_host_match_what_the_host_side_sees(
     exactly what the same program says outside it."""
     fakehost.build(tmp_path, "default")
     tmp_path.chmod(0o755)  # as a host's / is: readable by the image's default user, 65532
-    inside = docker_run(kit, image, "devices", "--root", "/host",
-                        options=("-v", f"{tmp_path}:/host:ro"))  # fmt: skip
-    outside = subprocess.run([sys.executable, "-m", "erdma", "devices", "--root", str(tmp_path)],
-                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+    inside = docker_run(
+        kit, image, "devices", "--root", "/host", options=("-v", f"{tmp_path}:/host:ro")
+    )
+    outside = subprocess.run(
+        [sys.executable, "-m", "erdma", "devices", "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert inside == outside
     assert "erdma_0" in inside and "/dev/infiniband/uverbs0(231:192)" in inside
 
@@ -136,18 +143,43 @@ async def test_agent_in_the_image_serves_kubelet_over_the_mounted_socket_directo
     host, kubelet_dir = short_root / "host", short_root / "kubelet"
     fakehost.build(host, "default")
     async with FakeKubelet(kubelet_dir / "device-plugins") as kubelet:
-        started = kit.run([
-            "docker", "run", "-d", "--name", container_name, "--network=none", "--read-only",
-            "--user", "0:0", "-v", f"{host}:/host:ro", "-v", f"{kubelet_dir}:/var/lib/kubelet",
-            image, "agent", "--host-root", "/host", "--kubelet-dir", "/var/lib/kubelet",
-            "--metrics-port", "0", "--no-prepare-node", "--local-eri-discovery",
-            "--slots-per-device", "2",
-        ])  # fmt: skip
+        started = kit.run(
+            [
+                "docker",
+                "run",
+                "-d",
+                "--name",
+                container_name,
+                "--network=none",
+                "--read-only",
+                "--user",
+                "0:0",
+                "-v",
+                f"{host}:/host:ro",
+                "-v",
+                f"{kubelet_dir}:/var/lib/kubelet",
+                image,
+                "agent",
+                "--host-root",
+                "/host",
+                "--kubelet-dir",
+                "/var/lib/kubelet",
+                "--metrics-port",
+                "0",
+                "--no-prepare-node",
+                "--local-eri-discovery",
+                "--slots-per-device",
+                "2",
+            ]
+        )
         assert started.returncode == 0, started.stderr
 
         try:
-            await kubelet.wait_for(lambda: kubelet.latest(ERDMA_RESOURCE) is not None, 120,
-                                   f"{ERDMA_RESOURCE} registered and listed")  # fmt: skip
+            await kubelet.wait_for(
+                lambda: kubelet.latest(ERDMA_RESOURCE) is not None,
+                120,
+                f"{ERDMA_RESOURCE} registered and listed",
+            )
         except TimeoutError as exc:
             raise AssertionError(f"{exc}; agent log:\n{logs(kit, container_name)}") from None
         listed = kubelet.latest(ERDMA_RESOURCE)
@@ -167,8 +199,10 @@ def readable_kubeconfig(source: Path, dest: Path) -> Path:
     readable by uid 65532 (the originals are root's, under the server's state directory); the
     copy names them relative to itself, as a kubeconfig may."""
     config = yaml.safe_load(source.read_text())
-    for entry, fields in (("clusters", ("certificate-authority",)),
-                          ("users", ("client-certificate", "client-key"))):  # fmt: skip
+    for entry, fields in (
+        ("clusters", ("certificate-authority",)),
+        ("users", ("client-certificate", "client-key")),
+    ):
         for item in config[entry]:
             body = item.get("cluster") or item.get("user")
             for name in fields:
@@ -194,22 +228,48 @@ async def test_controller_in_the_image_runs_as_65532_and_gives_a_node_its_eris(
     )
     work = tmp_path / "work"
     work.mkdir(mode=0o755)
-    config = {**FAST, "ecsEndpoint": emu.endpoint, "ecsProtocol": "HTTP",
-              "healthPort": free_port(), "controllerNamespace": "default",
-              "leaseName": f"erdma-image-{uuid.uuid4().hex[:6]}",
-              "certDir": "/tmp/certs"}  # fmt: skip
-    credential = {"accessKeyID": DEFAULT_ACCESS_KEY_ID,
-                  "accessKeySecret": DEFAULT_ACCESS_KEY_SECRET}  # fmt: skip
+    config = {
+        **FAST,
+        "ecsEndpoint": emu.endpoint,
+        "ecsProtocol": "HTTP",
+        "healthPort": free_port(),
+        "controllerNamespace": "default",
+        "leaseName": f"erdma-image-{uuid.uuid4().hex[:6]}",
+        "certDir": "/tmp/certs",
+    }
+    credential = {
+        "accessKeyID": DEFAULT_ACCESS_KEY_ID,
+        "accessKeySecret": DEFAULT_ACCESS_KEY_SECRET,
+    }
     for name, body in (("config.json", config), ("credential.json", credential)):
         (work / name).write_text(json.dumps(body))
         (work / name).chmod(0o644)
     readable_kubeconfig(kube_api.kubeconfig, work)
-    started = kit.run([
-        "docker", "run", "-d", "--name", container_name, "--network=host", "--read-only",
-        "--tmpfs", "/tmp", "--user", "65532:65532", "-v", f"{work}:/config:ro", image,
-        "controller", "--config-path", "/config/config.json",
-        "--credential-path", "/config/credential.json", "--kubeconfig", "/config/kubeconfig",
-    ])  # fmt: skip
+    started = kit.run(
+        [
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            container_name,
+            "--network=host",
+            "--read-only",
+            "--tmpfs",
+            "/tmp",
+            "--user",
+            "65532:65532",
+            "-v",
+            f"{work}:/config:ro",
+            image,
+            "controller",
+            "--config-path",
+            "/config/config.json",
+            "--credential-path",
+            "/config/credential.json",
+            "--kubeconfig",
+            "/config/kubeconfig",
+        ]
+    )
     assert started.returncode == 0, started.stderr
     inst = emu.world.add_instance(GPU_TWO_CARDS.name, jumbo_frame=True)
     name = await add_node(k8s, inst)
@@ -240,25 +300,42 @@ async def test_push_puts_the_image_under_the_charts_path_in_the_registry(
     if server is None:
         pytest.skip("docker-registry is not installed (Debian package docker-registry; .ci/run)")
     port = free_port()
-    config = {"version": 0.1, "log": {"level": "warn"}, "http": {"addr": f"127.0.0.1:{port}"},
-              "storage": {"filesystem": {"rootdirectory": str(tmp_path / "data")}}}  # fmt: skip
+    config = {
+        "version": 0.1,
+        "log": {"level": "warn"},
+        "http": {"addr": f"127.0.0.1:{port}"},
+        "storage": {"filesystem": {"rootdirectory": str(tmp_path / "data")}},
+    }
     (tmp_path / "config.yml").write_text(yaml.safe_dump(config))
     base = f"http://127.0.0.1:{port}/v2"
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     target = f"127.0.0.1:{port}/erdma-k8s/erdma:{version}"
     with open(tmp_path / "registry.log", "wb") as log:
-        registry = subprocess.Popen([server, "serve", str(tmp_path / "config.yml")],
-                                    stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        registry = subprocess.Popen(
+            [server, "serve", str(tmp_path / "config.yml")], stdout=log, stderr=subprocess.STDOUT
+        )
     try:
         await until(lambda: registry_get(f"{base}/") is not None, what="the registry answers")
-        pushed = kit.run([sys.executable, str(SCRIPT), "push", "--registry", f"127.0.0.1:{port}",
-                          "--image", image], timeout=600)  # fmt: skip
+        pushed = kit.run(
+            [
+                sys.executable,
+                str(SCRIPT),
+                "push",
+                "--registry",
+                f"127.0.0.1:{port}",
+                "--image",
+                image,
+            ],
+            timeout=600,
+        )
         assert pushed.returncode == 0, f"{pushed.stdout}\n{pushed.stderr}"
         assert f"docker push {target}" in pushed.stdout
         tags = registry_get(f"{base}/erdma-k8s/erdma/tags/list")
         assert tags == {"name": "erdma-k8s/erdma", "tags": [version]}
-        manifest = registry_get(f"{base}/erdma-k8s/erdma/manifests/{version}",
-                                "application/vnd.docker.distribution.manifest.v2+json")  # fmt: skip
+        manifest = registry_get(
+            f"{base}/erdma-k8s/erdma/manifests/{version}",
+            "application/vnd.docker.distribution.manifest.v2+json",
+        )
         assert manifest is not None and manifest["config"]["digest"] == image
     finally:
         registry.terminate()

@@ -98,8 +98,11 @@ class Node:
             task.cancel()
 
     async def wait_exposed(self, macs: set[str], timeout: float = 60.0) -> None:
-        await until(lambda: bool(self.exposed) and self.exposed[-1] == macs, timeout,
-                    f"exposed {sorted(macs)}; saw {self.exposed}")  # fmt: skip
+        await until(
+            lambda: bool(self.exposed) and self.exposed[-1] == macs,
+            timeout,
+            f"exposed {sorted(macs)}; saw {self.exposed}",
+        )
 
 
 def host_spec(primary_mac: str, eri_mac: str) -> HostSpec:
@@ -182,8 +185,10 @@ async def test_malformed_cidr_hides_only_that_eri_and_names_the_value(node, capl
     try:
         await node.wait_exposed({node.primary_mac})  # the primary ENI needs no bring-up
         await asyncio.sleep(0.5)
-        message = (f"metadata network/interfaces/macs/{node.eri.mac}/vswitch-cidr-block is "
-                   "'10.0.0.0/99', not a CIDR such as 10.0.0.0/24")  # fmt: skip
+        message = (
+            f"metadata network/interfaces/macs/{node.eri.mac}/vswitch-cidr-block is "
+            "'10.0.0.0/99', not a CIDR such as 10.0.0.0/24"
+        )
         assert caplog.text.count(message) == 1 and caplog.text.count(NOT_UP) == 1
         assert "UP" not in link(node.netns, "eri0")["flags"]
 
@@ -221,10 +226,15 @@ async def test_agent_in_local_mode_advertises_the_eri_once_its_netdev_is_up(node
     threads = ThreadPoolExecutor(4, initializer=enter, initargs=(path(node.netns),))
     asyncio.get_running_loop().set_default_executor(threads)
     flags = {
-        "host_root": node.host_root, "kubelet_dir": short_root / "kubelet",
-        "local_eri_discovery": True, "metadata_url": node.emu.metadata_url, "metrics_port": 0,
-        "rescan_interval": 0.1, "prepare_node": False, "slots_per_device": 2,
-    }  # fmt: skip
+        "host_root": node.host_root,
+        "kubelet_dir": short_root / "kubelet",
+        "local_eri_discovery": True,
+        "metadata_url": node.emu.metadata_url,
+        "metrics_port": 0,
+        "rescan_interval": 0.1,
+        "prepare_node": False,
+        "slots_per_device": 2,
+    }
     stop = asyncio.Event()
     running = asyncio.create_task(Agent(build_config(environ={}, flags=flags)).run(stop))
     try:

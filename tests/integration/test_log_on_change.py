@@ -23,9 +23,13 @@ async def test_a_device_skipped_for_good_is_logged_once_and_its_recovery_once(sh
     kubelet = FakeKubelet(short_root / "kubelet" / "device-plugins")
     await kubelet.start()
     flags = {
-        "host_root": host.root, "kubelet_dir": short_root / "kubelet", "local_eri_discovery": True,
-        "metrics_port": 0, "rescan_interval": 0.05, "prepare_node": False,
-    }  # fmt: skip
+        "host_root": host.root,
+        "kubelet_dir": short_root / "kubelet",
+        "local_eri_discovery": True,
+        "metrics_port": 0,
+        "rescan_interval": 0.05,
+        "prepare_node": False,
+    }
     caplog.set_level(logging.INFO)
     agent = Agent(build_config(environ={}, flags=flags))
     stop = asyncio.Event()
@@ -38,8 +42,9 @@ async def test_a_device_skipped_for_good_is_logged_once_and_its_recovery_once(sh
         ibdev.write_text("erdma_1\n")  # the mapping is back
         await kubelet.wait_for(
             lambda: any(k.startswith("erdma_1/") for k in kubelet.latest("aliyun/erdma") or {}),
-            10, "erdma_1 back",
-        )  # fmt: skip
+            10,
+            "erdma_1 back",
+        )
         await asyncio.sleep(0.3)
         back = [r for r in caplog.records if r.getMessage() == "RDMA device no longer skipped"]
         assert len(back) == 1 and len([r for r in caplog.records if r.getMessage() == SKIP]) == 1

@@ -54,9 +54,15 @@ async def test_registration_failing_while_kubelet_is_away_is_logged_once(plugin_
 
 async def run_agent_for(seconds: float, host_root, kubelet_root, runner=None, **settings):
     """Run the agent in process for ``seconds`` (rescanning every 50 ms) against a kubelet."""
-    flags = {"host_root": host_root, "kubelet_dir": kubelet_root, "local_eri_discovery": True,
-             "metrics_port": 0, "rescan_interval": 0.05, "prepare_node": False,
-             **settings}  # fmt: skip
+    flags = {
+        "host_root": host_root,
+        "kubelet_dir": kubelet_root,
+        "local_eri_discovery": True,
+        "metrics_port": 0,
+        "rescan_interval": 0.05,
+        "prepare_node": False,
+        **settings,
+    }
     agent = Agent(build_config(environ={}, flags=flags), runner=runner)
     kubelet = FakeKubelet(kubelet_root / "device-plugins")
     await kubelet.start()
@@ -76,8 +82,13 @@ async def test_a_cdi_spec_that_cannot_be_written_is_logged_once(short_root, capl
     blocked = short_root / "cdi"
     blocked.write_text("")  # a file where the spec directory should be
     caplog.set_level(logging.INFO)
-    await run_agent_for(1.0, host.root, short_root / "kubelet",
-                        device_list_strategy="cdi-annotations", cdi_spec_dir=blocked)  # fmt: skip
+    await run_agent_for(
+        1.0,
+        host.root,
+        short_root / "kubelet",
+        device_list_strategy="cdi-annotations",
+        cdi_spec_dir=blocked,
+    )
     unwritable = "cannot write the CDI spec: Allocate hands out device specs meanwhile"
     assert warnings(caplog, unwritable) == 1
 
@@ -113,6 +124,7 @@ async def test_a_busy_metrics_port_is_logged_once(short_root, caplog):
         port = busy.getsockname()[1]
         caplog.set_level(logging.INFO)
         await run_agent_for(3.5, host.root, short_root / "kubelet", metrics_port=port)
-    naming = [r for r in caplog.records if r.levelno >= logging.WARNING and str(port) in
-              r.getMessage()]  # fmt: skip
+    naming = [
+        r for r in caplog.records if r.levelno >= logging.WARNING and str(port) in r.getMessage()
+    ]
     assert len(naming) == 1, [r.getMessage() for r in naming]

@@ -113,10 +113,16 @@ async def controller_scenario(
     admin = AsyncClient(KubeConfig.from_file(api.kubeconfig))
     stop = asyncio.Event()
     with EcsEmulator(standard_world()).in_thread() as emu:
-        task = asyncio.create_task(run_controller(
-            parse_config(config), cloud_for(emu), kubeconfig=kubeconfig,
-            leader_elect=True, identity="rbac-test", stop=stop,
-        ))  # fmt: skip
+        task = asyncio.create_task(
+            run_controller(
+                parse_config(config),
+                cloud_for(emu),
+                kubeconfig=kubeconfig,
+                leader_elect=True,
+                identity="rbac-test",
+                stop=stop,
+            )
+        )
         try:
             gone = await add_node(admin, emu.world.add_instance(GPU_TWO_CARDS.name))
             kept = await add_node(admin, emu.world.add_instance(GPU_TWO_CARDS.name))
@@ -152,14 +158,25 @@ async def agent_scenario(api: KubeApiServer, kubeconfig: Path, root: Path) -> No
     """A Regular-mode agent waiting for its node's ERdmaDevice and exposing it once Ready."""
     node_name = "rbac-agent-node"
     eri = crd.DeviceInfo(
-        id="eni-bp1rbac0001", mac="00:16:3e:2f:31:11", instance_id="i-bp1rbac",
-        network_card_index=0, is_primary_eni=True, queue_pair=8,
-    )  # fmt: skip
+        id="eni-bp1rbac0001",
+        mac="00:16:3e:2f:31:11",
+        instance_id="i-bp1rbac",
+        network_card_index=0,
+        is_primary_eni=True,
+        queue_pair=8,
+    )
     obj = crd.build(node_name, "uid-rbac", "i-bp1rbac", [eri], jumbo_frame=False)
     del obj["metadata"]["ownerReferences"], obj["metadata"]["finalizers"]
     admin = KubeApi(new_client(api.kubeconfig))
-    args = ["--no-local-eri-discovery", "--node-name", node_name,
-            "--kubeconfig", str(kubeconfig), "--slots-per-device", "2"]  # fmt: skip
+    args = [
+        "--no-local-eri-discovery",
+        "--node-name",
+        node_name,
+        "--kubeconfig",
+        str(kubeconfig),
+        "--slots-per-device",
+        "2",
+    ]
     node = SimulatedNode(root, "default", args)
     try:
         await node.start()
@@ -194,9 +211,12 @@ async def dra_scenario(api: KubeApiServer, kubeconfig: Path, root: Path) -> None
     uid = (await admin.create(claim)).metadata.uid
     status = {"status": dra_support.allocation(node_name, [("nic", "erdma-0")])}
     await admin.patch(
-        ResourceClaim.Status, "rbac-claim", status, namespace="default",
+        ResourceClaim.Status,
+        "rbac-claim",
+        status,
+        namespace="default",
         patch_type=PatchType.MERGE,
-    )  # fmt: skip
+    )
     host = fakehost.build(root / "host", "default")
     withdraw = DraConfig(enabled=True, delete_slices_on_stop=True)  # the grant's delete, used
     driver = dra_support.new_driver(root, host, client=agent, node=node_name, config=withdraw)
@@ -232,10 +252,15 @@ async def driver_scenario(api: KubeApiServer, kubeconfig: Path, root: Path) -> N
     await admin.create(Node(metadata=ObjectMeta(name=node_name)))
     host = fakehost.build(root / "host", "default")
     runner = RecordingRunner(handlers=[KmodCommands(host)])
-    config = build_config(environ={}, flags={
-        "host_root": host.root, "node_name": node_name, "kubeconfig": str(kubeconfig),
-        "prefer_driver": "default",
-    })  # fmt: skip
+    config = build_config(
+        environ={},
+        flags={
+            "host_root": host.root,
+            "node_name": node_name,
+            "kubeconfig": str(kubeconfig),
+            "prefer_driver": "default",
+        },
+    )
     try:
         assert (await prepare_once(config, root / "prepared.json", runner)).ready
     finally:

@@ -27,8 +27,11 @@ def pod(
     container = {"name": "app", "image": "app", "resources": {"limits": {resource: "1"}}}
     spec: dict[str, Any] = {"hostNetwork": host_network, "containers": [container]}
     if init:
-        spec = {**spec, "containers": [{"name": "app", "image": "app"}],
-                "initContainers": [container]}  # fmt: skip
+        spec = {
+            **spec,
+            "containers": [{"name": "app", "image": "app"}],
+            "initContainers": [container],
+        }
     metadata: dict[str, Any] = {"name": "trainer"}
     if annotation is not None:
         metadata["annotations"] = {ANNOTATION: annotation}
@@ -54,9 +57,12 @@ def test_an_annotated_pod_is_warned_naming_the_value(regular_off, spelling):
 
 @pytest.mark.parametrize(
     ("kind", "resource", "group"),
-    [("Deployment", "deployments", "apps"), ("StatefulSet", "statefulsets", "apps"),
-     ("Job", "jobs", "batch")],
-)  # fmt: skip
+    [
+        ("Deployment", "deployments", "apps"),
+        ("StatefulSet", "statefulsets", "apps"),
+        ("Job", "jobs", "batch"),
+    ],
+)
 def test_kubectl_apply_of_a_workload_is_warned_too(regular_off, kind, resource, group):
     """`kubectl apply -f examples/smcr-deployment.yaml` shows it, not only the controller
     that creates the pods."""
@@ -70,7 +76,7 @@ def test_kubectl_apply_of_a_workload_is_warned_too(regular_off, kind, resource, 
     said = policy_denial(
         regular_off.get("ValidatingAdmissionPolicy", POLICY),
         Request(workload, kind=kind, resource=resource, group=group),
-    )  # fmt: skip
+    )
     assert said is not None and said.startswith("SMC-R is off in this cluster") and kind in said
 
 

@@ -37,16 +37,25 @@ def _checkpoint(root: Path, uid: str, device_ids: list[str]) -> Path:
     """kubelet's device-plugins checkpoint (v2: DeviceIDs by NUMA node)."""
     path = root / "device-plugins/kubelet_internal_checkpoint"
     path.parent.mkdir(parents=True, exist_ok=True)
-    entry = {"PodUID": uid, "ContainerName": "main", "ResourceName": "aliyun/erdma",
-             "DeviceIDs": {"0": device_ids}, "AllocResp": ""}  # fmt: skip
+    entry = {
+        "PodUID": uid,
+        "ContainerName": "main",
+        "ResourceName": "aliyun/erdma",
+        "DeviceIDs": {"0": device_ids},
+        "AllocResp": "",
+    }
     path.write_text(json.dumps({"Data": {"PodDeviceEntries": [entry]}, "Checksum": 1}))
     return path
 
 
 def _configurator(root: Path, cri: FakeCri, checkpoint: Path | None) -> SmcrConfigurator:
     steps = PodNetnsSteps(Sysctls(), pnet_for=_no_pnet)
-    return SmcrConfigurator(steps, pod_resources_socket=root / POD_RESOURCES_SOCKET,
-                            runtime_socket=str(cri.socket_path), checkpoint=checkpoint)  # fmt: skip
+    return SmcrConfigurator(
+        steps,
+        pod_resources_socket=root / POD_RESOURCES_SOCKET,
+        runtime_socket=str(cri.socket_path),
+        checkpoint=checkpoint,
+    )
 
 
 def _pnetid(device_id: str) -> str | None:

@@ -62,9 +62,13 @@ def a_slice(name: str, driver: str, node: str) -> dict[str, Any]:
 
 def names_of(kube_api: KubeApiServer, driver: str) -> set[str]:
     got = kc.kubectl(
-        kube_api.kubeconfig, "get", "resourceslices", "-o", "yaml",
+        kube_api.kubeconfig,
+        "get",
+        "resourceslices",
+        "-o",
+        "yaml",
         f"--field-selector=spec.driver={driver}",
-    )  # fmt: skip
+    )
     assert got.returncode == 0, got.stderr
     return {s["metadata"]["name"] for s in yaml.safe_load(got.stdout)["items"]}
 
@@ -92,8 +96,11 @@ def test_only_the_dra_chart_deletes_slices_on_uninstall() -> None:
     assert not [r for r in rules if "resourceslices" in r["resources"]]
     args = hook_args(DRA)
     assert args[args.index("--delete-slices-of") + 1] == DRIVER_NAME
-    (grant,) = [r for r in render(DRA).get("ClusterRole", CONTROLLER)["rules"]
-                if "resourceslices" in r["resources"]]  # fmt: skip
+    (grant,) = [
+        r
+        for r in render(DRA).get("ClusterRole", CONTROLLER)["rules"]
+        if "resourceslices" in r["resources"]
+    ]
     assert sorted(grant["verbs"]) == ["delete", "list"]
 
 

@@ -64,11 +64,20 @@ def helm_uninstall(api: KubeApiServer, out: Rendered, argv: list[str]) -> None:
     if "--no-hooks" not in argv:
         for hook in (o for o in out.objects if "pre-delete" in _hook(o)):
             (container,) = hook["spec"]["template"]["spec"]["containers"]
-            ran = subprocess.run([str(ERDMA), *container["args"], "--kubeconfig",
-                                  str(api.kubeconfig)], capture_output=True, text=True)  # fmt: skip
+            ran = subprocess.run(
+                [str(ERDMA), *container["args"], "--kubeconfig", str(api.kubeconfig)],
+                capture_output=True,
+                text=True,
+            )
             assert ran.returncode == 0, ran.stderr
-    deleted = kc.kubectl(api.kubeconfig, "delete", "--ignore-not-found", "-f", "-",
-                         stdin=_yaml(kc.release_objects(out)))  # fmt: skip
+    deleted = kc.kubectl(
+        api.kubeconfig,
+        "delete",
+        "--ignore-not-found",
+        "-f",
+        "-",
+        stdin=_yaml(kc.release_objects(out)),
+    )
     assert deleted.returncode == 0, deleted.stderr
 
 
@@ -79,10 +88,14 @@ def run(api: KubeApiServer, out: Rendered, line: str, timeout: float = 30) -> No
     assert programs <= RUNNABLE, f"the test cannot run {line!r}"
     if argv[:2] == ["helm", "uninstall"]:
         return helm_uninstall(api, out, argv)
-    env = {"KUBECONFIG": str(api.kubeconfig), "PATH": str(Path(kc.kubectl_or_skip()).parent),
-           "HOME": str(api.state_dir)}  # kubectl's discovery cache goes under $HOME  # fmt: skip
-    ran = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True,
-                         timeout=timeout)  # fmt: skip
+    env = {
+        "KUBECONFIG": str(api.kubeconfig),
+        "PATH": str(Path(kc.kubectl_or_skip()).parent),
+        "HOME": str(api.state_dir),
+    }  # kubectl's discovery cache goes under $HOME
+    ran = subprocess.run(
+        ["bash", "-c", line], env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert ran.returncode == 0, f"{line}: {ran.stderr}"
 
 

@@ -26,8 +26,13 @@ TOP_KEYS = {"cdiVersion", "kind", "annotations", "devices", "containerEdits"}
 DEVICE_KEYS = {"name", "annotations", "containerEdits"}
 EDIT_KEYS = {"env", "deviceNodes", "mounts", "hooks", "additionalGIDs", "intelRdt", "netDevices"}
 NODE_KEYS = {"path", "hostPath", "type", "major", "minor", "fileMode", "permissions", "uid", "gid"}
-GATES = {"hostPath": (0, 5, 0), "annotations": (0, 6, 0), "additionalGIDs": (0, 7, 0),
-         "intelRdt": (0, 7, 0), "netDevices": (1, 1, 0)}  # fmt: skip
+GATES = {
+    "hostPath": (0, 5, 0),
+    "annotations": (0, 6, 0),
+    "additionalGIDs": (0, 7, 0),
+    "intelRdt": (0, 7, 0),
+    "netDevices": (1, 1, 0),
+}
 
 
 def cdi_errors(spec: dict[str, Any]) -> list[str]:
@@ -91,9 +96,13 @@ def test_the_rule_checker_itself_rejects_what_runtimes_reject():
     assert cdi_errors({"cdiVersion": "0.3.0", "kind": "aliyun.com/erdma", "devices": []})
     bad = {"cdiVersion": "0.3.0", "kind": "erdma", "devices": [{"name": "-x", "foo": 1}]}
     assert len(cdi_errors(bad)) == 3
-    gated = {"cdiVersion": "0.4.0", "kind": "a.com/b", "devices": [
-        {"name": "d", "containerEdits": {"deviceNodes": [{"path": "/dev/x", "hostPath": "/x"}]}}
-    ]}  # fmt: skip
+    gated = {
+        "cdiVersion": "0.4.0",
+        "kind": "a.com/b",
+        "devices": [
+            {"name": "d", "containerEdits": {"deviceNodes": [{"path": "/dev/x", "hostPath": "/x"}]}}
+        ],
+    }
     assert cdi_errors(gated) == ["hostPath needs cdiVersion >= 0.5.0, spec says 0.4.0"]
 
 
@@ -110,8 +119,15 @@ def _device(spec: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _node(path: str, major: int, minor: int) -> dict[str, Any]:
-    return {"path": path, "hostPath": path, "type": "c", "major": major, "minor": minor,
-            "permissions": "rw", "fileMode": 0o666}  # fmt: skip
+    return {
+        "path": path,
+        "hostPath": path,
+        "type": "c",
+        "major": major,
+        "minor": minor,
+        "permissions": "rw",
+        "fileMode": 0o666,
+    }
 
 
 UVERBS0 = _node("/dev/infiniband/uverbs0", 231, 192)
@@ -125,11 +141,13 @@ def test_two_devices_one_entry_each_plus_all_and_rdma_cm_in_common_edits(tmp_pat
     assert spec["cdiVersion"] == "0.5.0"  # hostPath is the newest field used
     assert [d["name"] for d in spec["devices"]] == ["erdma_0", "erdma_1", "all"]
     assert _device(spec, "erdma_0")["containerEdits"] == {
-        "deviceNodes": [UVERBS0], "env": ["ERDMA_DEVICES=erdma_0", "SMCR_PNET=00163E2F3775"],
-    }  # fmt: skip
+        "deviceNodes": [UVERBS0],
+        "env": ["ERDMA_DEVICES=erdma_0", "SMCR_PNET=00163E2F3775"],
+    }
     assert _device(spec, "erdma_1")["containerEdits"]["env"] == [
-        "ERDMA_DEVICES=erdma_1", "SMCR_PNET=00163E2F3111",
-    ]  # fmt: skip
+        "ERDMA_DEVICES=erdma_1",
+        "SMCR_PNET=00163E2F3111",
+    ]
     assert _device(spec, "all")["containerEdits"]["deviceNodes"] == [UVERBS0, UVERBS1]
     assert spec["containerEdits"] == {"deviceNodes": [RDMA_CM]}
 
@@ -221,8 +239,10 @@ def test_generate_writes_the_spec_and_prints_the_names(tmp_path: Path):
     path = out / "aliyun.com-erdma.yaml"
     assert f"wrote {path} (cdiVersion 0.5.0)" in result.output
     assert result.output.splitlines()[1:] == [
-        "aliyun.com/erdma=erdma_0", "aliyun.com/erdma=erdma_1", "aliyun.com/erdma=all",
-    ]  # fmt: skip
+        "aliyun.com/erdma=erdma_0",
+        "aliyun.com/erdma=erdma_1",
+        "aliyun.com/erdma=all",
+    ]
     spec = yaml.safe_load(path.read_text())
     assert cdi_errors(spec) == []
     assert spec == cdi.build_spec(scan(tmp_path / "host"))

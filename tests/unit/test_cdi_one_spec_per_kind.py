@@ -19,8 +19,9 @@ def _erdma(*args: str) -> Result:
 
 
 def _generate(root: Path, out: Path, fmt: str) -> None:
-    result = _erdma("cdi", "generate", "--root", str(root), "--output-dir", str(out),
-                    "--format", fmt)  # fmt: skip
+    result = _erdma(
+        "cdi", "generate", "--root", str(root), "--output-dir", str(out), "--format", fmt
+    )
     assert result.exit_code == 0, result.output
 
 
@@ -35,8 +36,15 @@ def test_writing_one_format_removes_the_other(tmp_path: Path, first: str, then: 
 def test_list_shows_our_spec_and_its_devices(tmp_path: Path):
     host, out = fakehost.build(tmp_path / "host").root, tmp_path / "cdi"
     _generate(host, out, "yaml")
-    (out / "other-vendor.json").write_text(json.dumps({"cdiVersion": "0.5.0", "kind":
-        "example.com/gpu", "devices": [{"name": "gpu0", "containerEdits": {}}]}))  # fmt: skip
+    (out / "other-vendor.json").write_text(
+        json.dumps(
+            {
+                "cdiVersion": "0.5.0",
+                "kind": "example.com/gpu",
+                "devices": [{"name": "gpu0", "containerEdits": {}}],
+            }
+        )
+    )
     result = _erdma("cdi", "list", "--spec-dir", str(out))
     assert result.exit_code == 0, result.output
     assert f"{out / 'aliyun.com-erdma.yaml'}: aliyun.com/erdma erdma_0, erdma_1, all" in (
@@ -50,8 +58,15 @@ def test_list_reports_a_spec_beside_its_twin_and_fails(tmp_path: Path):
     host, out = fakehost.build(tmp_path / "host").root, tmp_path / "cdi"
     _generate(host, out, "yaml")
     twin = out / "copied-by-hand.json"
-    twin.write_text(json.dumps({"cdiVersion": "0.5.0", "kind": "aliyun.com/erdma",
-        "devices": [{"name": "erdma_0", "containerEdits": {}}]}))  # fmt: skip
+    twin.write_text(
+        json.dumps(
+            {
+                "cdiVersion": "0.5.0",
+                "kind": "aliyun.com/erdma",
+                "devices": [{"name": "erdma_0", "containerEdits": {}}],
+            }
+        )
+    )
     result = _erdma("cdi", "list", "--spec-dir", str(out))
     assert result.exit_code == 1, result.output
     [line] = [x for x in result.stderr.splitlines() if "conflict" in x]

@@ -39,8 +39,11 @@ def test_json_is_stable_and_names_what_a_container_needs(tmp_path: Path):
     assert e0["name"] == "erdma_0"
     assert e0["container_devices"] == ["/dev/infiniband/uverbs1", "/dev/infiniband/rdma_cm"]
     assert e0["uverbs"] == {
-        "path": "/dev/infiniband/uverbs1", "major": 231, "minor": 193, "present": True,
-    }  # fmt: skip
+        "path": "/dev/infiniband/uverbs1",
+        "major": 231,
+        "minor": 193,
+        "present": True,
+    }
     assert e0["vendor_id"] == "0x1ded" and e0["numa_node"] == 0
     assert data["modules"]["compat_mode"] is False
     # the same tree gives byte-identical output: stable for diffing and scripts
@@ -67,7 +70,9 @@ def test_skipped_devices_are_listed_with_the_reason(tmp_path: Path):
 def test_console_script_runs_on_this_machine():
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "erdma"), "devices", "--json"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["schema"] == 1

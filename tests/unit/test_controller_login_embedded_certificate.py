@@ -21,14 +21,31 @@ KEY = base64.b64encode(
 
 def test_embedded_client_certificate_is_used(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "admin.conf"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "admin",
-        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:6443",
-                                               "certificate-authority-data": CERT}}],
-        "users": [{"name": "admin", "user": {"client-certificate-data": CERT,
-                                             "client-key-data": KEY}}],
-        "contexts": [{"name": "admin", "context": {"cluster": "k", "user": "admin"}}],
-    }))  # fmt: skip
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "admin",
+                "clusters": [
+                    {
+                        "name": "k",
+                        "cluster": {
+                            "server": "https://127.0.0.1:6443",
+                            "certificate-authority-data": CERT,
+                        },
+                    }
+                ],
+                "users": [
+                    {
+                        "name": "admin",
+                        "user": {"client-certificate-data": CERT, "client-key-data": KEY},
+                    }
+                ],
+                "contexts": [{"name": "admin", "context": {"cluster": "k", "user": "admin"}}],
+            }
+        )
+    )
     info = login_handler(kubeconfig)()
     assert isinstance(info, kopf.ConnectionInfo)
     assert info.server == "https://127.0.0.1:6443"

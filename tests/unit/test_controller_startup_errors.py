@@ -16,11 +16,14 @@ def controller(tmp_path: Path, config: bytes, credential: str | None = None):
         (tmp_path / "credential.json").write_text(credential)
     return run_program(
         "controller",
-        "--config-path", str(tmp_path / "config.json"),
-        "--credential-path", str(tmp_path / "credential.json"),
-        "--metadata-url", "http://127.0.0.1:9",
+        "--config-path",
+        str(tmp_path / "config.json"),
+        "--credential-path",
+        str(tmp_path / "credential.json"),
+        "--metadata-url",
+        "http://127.0.0.1:9",
         cwd=tmp_path,
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(

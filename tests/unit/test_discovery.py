@@ -43,8 +43,11 @@ def test_default_node_has_two_erdma_devices_with_every_field(host):
     assert e0.umad == () and e0.issm == ()
     port = e0.ports[0]
     assert (port.number, port.state, port.phys_state, port.link_layer) == (
-        1, "ACTIVE", "LinkUp", "Ethernet",
-    )  # fmt: skip
+        1,
+        "ACTIVE",
+        "LinkUp",
+        "Ethernet",
+    )
     # iWARP: one GID, the MAC in the first six bytes, no RoCE attributes
     assert [(g.index, g.gid, g.type) for g in port.gids] == [
         (0, "0016:3e2f:3775:0000:0000:0000:0000:0000", None)
@@ -52,8 +55,10 @@ def test_default_node_has_two_erdma_devices_with_every_field(host):
     assert e0.is_erdma and e0.active and e0.notes == ()
     assert snap.rdma_cm is not None
     assert (snap.rdma_cm.path, snap.rdma_cm.major, snap.rdma_cm.minor) == (
-        "/dev/infiniband/rdma_cm", 10, 58,
-    )  # fmt: skip
+        "/dev/infiniband/rdma_cm",
+        10,
+        58,
+    )
     assert snap.modules.erdma_loaded and snap.modules.compat_mode is False
     assert snap.modules.netns_shared is True and snap.modules.smc_loaded is True
     assert snap.skipped == ()
@@ -71,8 +76,10 @@ def test_compat_mode_has_roce_v2_gids_with_netdevs(host):
     gids = e0.ports[0].gids
     assert gids[0].gid == "fe80:0000:0000:0000:0216:3eff:fe2f:3775"
     assert (gids[1].gid, gids[1].type, gids[1].netdev) == (
-        "0000:0000:0000:0000:0000:ffff:c0a8:0414", "RoCE v2", "eth1",
-    )  # fmt: skip
+        "0000:0000:0000:0000:0000:ffff:c0a8:0414",
+        "RoCE v2",
+        "eth1",
+    )
     assert gids[1].ipv4 == "192.168.4.20"
     assert gids[0].ipv4 is None
     assert snap.modules.compat_mode is True

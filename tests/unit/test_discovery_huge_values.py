@@ -13,8 +13,9 @@ from erdma.sim import fakehost
 HUGE = "9" * (1 << 20)
 
 
-@pytest.mark.parametrize(("file", "field"), [("device/numa_node", "numa_node"),
-                                             ("node_guid", "node_guid")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("file", "field"), [("device/numa_node", "numa_node"), ("node_guid", "node_guid")]
+)
 def test_a_huge_value_gets_a_short_note_naming_the_file(tmp_path: Path, file: str, field: str):
     host = fakehost.build(tmp_path, "default")
     (host.sys / "class/infiniband/erdma_0" / file).write_text(HUGE)

@@ -18,9 +18,13 @@ def test_emulator_example_runs_as_printed(tmp_path: Path) -> None:
     script = tmp_path / "example.py"
     script.write_text(block.group(1))
     result = subprocess.run(
-        [sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=60,
+        [sys.executable, str(script)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     ids, calls = result.stdout.strip().split("] ", 1)
     assert ids.count("eni-") == 2  # both cards of the GPU type

@@ -28,8 +28,12 @@ def chart_default() -> str:
 
 
 def push(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(REPO / "scripts/image.py"), "push", "--dry-run",
-                           *args], capture_output=True, text=True, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts/image.py"), "push", "--dry-run", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def test_make_image_builds_the_charts_default_and_push_sends_it_there():
@@ -59,8 +63,10 @@ def test_a_registry_given_as_a_url_is_refused_with_the_form_wanted():
 def test_every_doc_names_the_image_as_the_chart_does():
     """docker.io/erdma-k8s/erdma, or a mirror of that path as `make push REGISTRY=` makes it."""
     repository = chart_default().rsplit(":", 1)[0]
-    allowed = [repository.replace("docker.io/", registry, 1)
-               for registry in ("docker.io/", "registry.example.com/", "<registry>/")]  # fmt: skip
+    allowed = [
+        repository.replace("docker.io/", registry, 1)
+        for registry in ("docker.io/", "registry.example.com/", "<registry>/")
+    ]
     docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
     wrong = [
         f"{doc.relative_to(REPO)}: {mention}"

@@ -19,13 +19,15 @@ BOOLS = {"--prestart-container", "--allocate-all-devices", "--local-eri-discover
         (["--allocate-all-devices=true"], ["--allocate-all-devices"]),
         (["-local-eri-discovery=True"], ["--local-eri-discovery"]),
         (["-prefer-driver=ofed"], ["--prefer-driver=ofed"]),
-        (["--erdma-installer-version", "1.5.9", "--prefer-driver", "compat"],
-         ["--prefer-driver", "compat"]),
+        (
+            ["--erdma-installer-version", "1.5.9", "--prefer-driver", "compat"],
+            ["--prefer-driver", "compat"],
+        ),
         (["--erdma-installer-version=1.5.9"], []),
         (["--jumbo-frame-mtu=0"], ["--jumbo-frame-mtu=8500"]),
         (["--jumbo-frame-mtu", "-1"], ["--jumbo-frame-mtu=8500"]),
     ],
-)  # fmt: skip
+)
 def test_reference_forms_become_ours_with_a_warning(given: list[str], ours: list[str]) -> None:
     translated, warnings = reference_flags.translate(given, BOOLS)
     assert translated == ours
@@ -53,8 +55,13 @@ def test_a_bool_with_a_value_that_is_no_bool_is_left_for_the_parser_to_refuse() 
 
 def test_the_agent_starts_parsing_with_reference_arguments(tmp_path) -> None:
     """`--help` after the reference's flags: they parse, and our help is printed."""
-    args = ["--deviceplugin-prestart-container=true", "--erdma-installer-version=1.5.9",
-            "-prefer-driver=compat", "--jumbo-frame-mtu=0", "--help"]  # fmt: skip
+    args = [
+        "--deviceplugin-prestart-container=true",
+        "--erdma-installer-version=1.5.9",
+        "-prefer-driver=compat",
+        "--jumbo-frame-mtu=0",
+        "--help",
+    ]
     result = CliRunner().invoke(agent_command, args)
     assert result.exit_code == 0, result.output
     assert "Run the node agent" in result.output

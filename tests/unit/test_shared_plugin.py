@@ -124,27 +124,35 @@ def _if_inet6(root: Path, lines: list[str]) -> None:
 
 def test_non_host_network_needs_global_ipv6_on_every_rdma_netdev(tmp_path: Path):
     fakehost.build(tmp_path, "lingjun")
-    plugin = SharedPlugin(SharedResourceConfig(capacity=1), host_root=tmp_path,
-                          non_host_network_rdma=True)  # fmt: skip
+    plugin = SharedPlugin(
+        SharedResourceConfig(capacity=1), host_root=tmp_path, non_host_network_rdma=True
+    )
     plugin.update(scan(tmp_path))
     assert not plugin.devices()[0].healthy
     assert "global IPv6" in plugin.health_reason and "ens1f0" in plugin.health_reason
-    _if_inet6(tmp_path, [
-        f"2408400000000000000000000000000{i} 0{i + 2} 40 00 80 ens{i + 1}f0" for i in range(4)
-    ] + ["fe800000000000000000000000000001 02 40 20 80 ens1f0"])  # fmt: skip
+    _if_inet6(
+        tmp_path,
+        [f"2408400000000000000000000000000{i} 0{i + 2} 40 00 80 ens{i + 1}f0" for i in range(4)]
+        + ["fe800000000000000000000000000001 02 40 20 80 ens1f0"],
+    )
     plugin.update(scan(tmp_path))
     assert plugin.devices()[0].healthy
 
 
 def test_non_host_network_needs_shared_netns_mode(tmp_path: Path):
     spec = fakehost.lingjun_node()
-    fakehost.build(tmp_path, fakehost.HostSpec(spec.netdevs, spec.rdma, erdma_loaded=False,
-                                               compat_mode=None, netns_mode="N"))  # fmt: skip
+    fakehost.build(
+        tmp_path,
+        fakehost.HostSpec(
+            spec.netdevs, spec.rdma, erdma_loaded=False, compat_mode=None, netns_mode="N"
+        ),
+    )
     _if_inet6(
         tmp_path, [f"24080000000000000000000000000001 02 40 00 80 ens{i}f0" for i in range(1, 5)]
     )
-    plugin = SharedPlugin(SharedResourceConfig(capacity=1), host_root=tmp_path,
-                          non_host_network_rdma=True)  # fmt: skip
+    plugin = SharedPlugin(
+        SharedResourceConfig(capacity=1), host_root=tmp_path, non_host_network_rdma=True
+    )
     plugin.update(scan(tmp_path))
     assert not plugin.devices()[0].healthy and "exclusive" in plugin.health_reason
 
