@@ -219,9 +219,11 @@ class Supervisor(AsyncService):
                 failure = "returned, but must run forever"
             if task.on_failure is OnFailure.EXIT:
                 self._log.critical(
-                    "background task %r %s; stopping the process", task.name, failure,
+                    "background task %r %s; stopping the process",
+                    task.name,
+                    failure,
                     exc_info=error,
-                )  # fmt: skip
+                )
                 raise TaskFailed(f"background task {task.name!r} {failure}") from error
             if loop.time() - started >= task.healthy_after:
                 backoff.reset()
@@ -229,8 +231,12 @@ class Supervisor(AsyncService):
             self.restarts[task.name] += 1
             self._log.error(
                 "background task %r %s; restart %d in %.2gs",
-                task.name, failure, self.restarts[task.name], delay, exc_info=error,
-            )  # fmt: skip
+                task.name,
+                failure,
+                self.restarts[task.name],
+                delay,
+                exc_info=error,
+            )
             await asyncio.sleep(delay)
 
     async def start(self) -> None:

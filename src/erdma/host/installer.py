@@ -203,8 +203,9 @@ class ReferenceInstaller:
                 "install coreutils on the node",
             )
         pinned = pin_key if pin else None
-        log.info("downloaded the eRDMA installer", extra={"url": url, "sha256": digest,
-                                                          "pinned": pinned})  # fmt: skip
+        log.info(
+            "downloaded the eRDMA installer", extra={"url": url, "sha256": digest, "pinned": pinned}
+        )
         if pin and digest != pin.lower():
             await runner.run(["rm", "-f", dest])
             raise DriverInstallFailed(

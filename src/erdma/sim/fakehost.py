@@ -132,13 +132,20 @@ class FakeHost:
         self._write(ib / "node_desc", dev.node_desc)
         self._link(ib / "device", func)
         self._port(dev, ib / "ports/1", mac)
-        self._chardev(func, "infiniband_verbs", f"uverbs{dev.uverbs}", dev.name,
-                      UVERBS_BASE_MINOR + dev.uverbs)  # fmt: skip
+        self._chardev(
+            func,
+            "infiniband_verbs",
+            f"uverbs{dev.uverbs}",
+            dev.name,
+            UVERBS_BASE_MINOR + dev.uverbs,
+        )
         if dev.mad:
-            self._chardev(func, "infiniband_mad", f"umad{dev.uverbs}", dev.name,
-                          UMAD_BASE_MINOR + dev.uverbs)  # fmt: skip
-            self._chardev(func, "infiniband_mad", f"issm{dev.uverbs}", dev.name,
-                          ISSM_BASE_MINOR + dev.uverbs)  # fmt: skip
+            self._chardev(
+                func, "infiniband_mad", f"umad{dev.uverbs}", dev.name, UMAD_BASE_MINOR + dev.uverbs
+            )
+            self._chardev(
+                func, "infiniband_mad", f"issm{dev.uverbs}", dev.name, ISSM_BASE_MINOR + dev.uverbs
+            )
         # last, as the kernel announces a device once it is whole: a rescan that runs while a
         # device is hot-added finds all of it or none of it
         self._link(self.sys / "class/infiniband" / dev.name, ib)

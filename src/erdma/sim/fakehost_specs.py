@@ -80,10 +80,19 @@ def mlx5_hca(index: int, numa: int = 0) -> tuple[FakeNetdev, FakeRdma]:
     pci = f"0000:{0x30 + index:02x}:00.0"
     netdev = FakeNetdev(f"ens{index + 1}f0", f"b8:59:9f:00:00:{index:02x}", pci)
     rdma = FakeRdma(
-        f"mlx5_{index}", pci, netdev.name, numa=numa, uverbs=index, driver="mlx5_core",
-        vendor=0x15B3, device=0x101B, mode="roce", fw_ver="28.39.1002",
-        node_desc=f"node mlx5_{index}", mad=True,
-    )  # fmt: skip
+        f"mlx5_{index}",
+        pci,
+        netdev.name,
+        numa=numa,
+        uverbs=index,
+        driver="mlx5_core",
+        vendor=0x15B3,
+        device=0x101B,
+        mode="roce",
+        fw_ver="28.39.1002",
+        node_desc=f"node mlx5_{index}",
+        mad=True,
+    )
     return netdev, rdma
 
 
@@ -98,9 +107,12 @@ def lingjun_node(hcas: int = 4) -> HostSpec:
     pairs = [mlx5_hca(i, numa=0 if i < hcas // 2 else 1) for i in range(hcas)]
     gpus = tuple((f"0000:{0x10 + i:02x}:00.0", 0 if i < 4 else 1) for i in range(8))
     return HostSpec(
-        netdevs=(PRIMARY, *(n for n, _ in pairs)), rdma=tuple(r for _, r in pairs),
-        erdma_loaded=False, compat_mode=None, gpus=gpus,
-    )  # fmt: skip
+        netdevs=(PRIMARY, *(n for n, _ in pairs)),
+        rdma=tuple(r for _, r in pairs),
+        erdma_loaded=False,
+        compat_mode=None,
+        gpus=gpus,
+    )
 
 
 VARIANTS = {

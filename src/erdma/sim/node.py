@@ -38,15 +38,22 @@ class SimulatedNode(AsyncService):
 
     def agent_argv(self) -> list[str]:
         return [
-            sys.executable, "-m", "erdma", "agent",
-            "--host-root", str(self.host_root),
-            "--kubelet-dir", str(self.kubelet_dir),
-            "--metrics-port", "0",
-            "--rescan-interval", "0.2",
+            sys.executable,
+            "-m",
+            "erdma",
+            "agent",
+            "--host-root",
+            str(self.host_root),
+            "--kubelet-dir",
+            str(self.kubelet_dir),
+            "--metrics-port",
+            "0",
+            "--rescan-interval",
+            "0.2",
             "--no-prepare-node",
             "--local-eri-discovery",
             *self.agent_args,
-        ]  # fmt: skip
+        ]
 
     async def start(self, kubelet: bool = True) -> None:
         if kubelet:

@@ -70,11 +70,19 @@ def render_table(snapshot: DeviceSnapshot) -> str:
             chars = ",".join(
                 f"{c.path}({c.dev}{'' if c.present else ', missing'})" for c in d.char_devices
             )
-            rows.append((
-                d.name, d.driver or "?", "-" if d.numa_node is None else str(d.numa_node),
-                d.netdev or "?", d.mac or "?", d.pnetid or "?", d.node_type or "?",
-                "/".join(p.state for p in d.ports) or "?", chars,
-            ))  # fmt: skip
+            rows.append(
+                (
+                    d.name,
+                    d.driver or "?",
+                    "-" if d.numa_node is None else str(d.numa_node),
+                    d.netdev or "?",
+                    d.mac or "?",
+                    d.pnetid or "?",
+                    d.node_type or "?",
+                    "/".join(p.state for p in d.ports) or "?",
+                    chars,
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         lines = [
             "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows

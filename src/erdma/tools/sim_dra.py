@@ -131,11 +131,16 @@ async def run_dra_sim(variant: str, kubeconfig: str | None) -> None:
 
         driver = DraDriver(
             DraConfig(enabled=True, device_kinds=["erdma", "mlx5"]),
-            node_name=NODE, host_root=host.root, kubelet_dir=root / "kubelet",
-            cdi_dir=root / "cdi", client=client, health=device_health, mode=mode.value,
+            node_name=NODE,
+            host_root=host.root,
+            kubelet_dir=root / "kubelet",
+            cdi_dir=root / "cdi",
+            client=client,
+            health=device_health,
+            mode=mode.value,
             get_claim=get_claim,
             extra_env=lambda ds: nccl_env(ds, mode, NcclConfig()).envs,
-        )  # fmt: skip
+        )
         driver.publish(snapshot)
         _say(f"== simulated node ({variant} fixture), driver mode {mode.value} ({why})")
         devices = slice_devices(driver.devices, driver.config, mode.value)
@@ -184,8 +189,9 @@ async def run_dra_sim(variant: str, kubeconfig: str | None) -> None:
             )
             response = await kubelet.prepare(DRIVER_NAME, [("default", uid, "nic")])
             result = response.claims[uid]
-            _say(f"   NodePrepareResources: {list(result.devices[0].cdi_device_ids)} "
-                 f"{result.error}")  # fmt: skip
+            _say(
+                f"   NodePrepareResources: {list(result.devices[0].cdi_device_ids)} {result.error}"
+            )
             spec_path = Path(driver.prepared[uid].spec_file)
             _say(f"\n== CDI spec {spec_path.name}\n{spec_path.read_text()}")
             await kubelet.unprepare(DRIVER_NAME, [("default", uid, "nic")])

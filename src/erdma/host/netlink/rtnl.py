@@ -175,9 +175,16 @@ class Rtnl:
     def _route(route: Route, protocol: int) -> bytes:
         table = route.table if route.table < 256 else 0  # larger ids travel in RTA_TABLE only
         payload = RTMSG.pack(
-            socket.AF_INET, route.dst.prefixlen, 0, 0, table, protocol, route.scope,
-            RTN_UNICAST, 0,
-        )  # fmt: skip
+            socket.AF_INET,
+            route.dst.prefixlen,
+            0,
+            0,
+            table,
+            protocol,
+            route.scope,
+            RTN_UNICAST,
+            0,
+        )
         if route.dst.prefixlen:
             payload += pack_attr(RTA_DST, route.dst.network_address.packed)
         payload += pack_attr(RTA_TABLE, U32.pack(route.table))

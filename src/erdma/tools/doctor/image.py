@@ -68,15 +68,43 @@ class Component:
 INVISIBLE = "applications here cannot see eRDMA devices"
 #: in the order the eRDMA user documents list the packages
 COMPONENTS = (
-    Component("libibverbs.so.1", LIB_DIRS, "libibverbs.so.1*",
-              "libibverbs1", "libibverbs", INVISIBLE, True),
-    Component("erdma provider liberdma-rdmav*.so", PROVIDER_LIB_DIRS, "liberdma-rdmav*.so",
-              "ibverbs-providers", "ibverbs-providers", INVISIBLE, True),
-    Component("ibv_devices", BIN_DIRS, "ibv_devices", "ibverbs-utils", "ibverbs-utils",
-              "the device cannot be checked by hand (ibv_devices, ibv_devinfo)", False),
-    Component("librdmacm.so.1", LIB_DIRS, "librdmacm.so.1*",
-              "librdmacm1", "librdmacm", "rdma_cm applications cannot connect", False),
-)  # fmt: skip
+    Component(
+        "libibverbs.so.1",
+        LIB_DIRS,
+        "libibverbs.so.1*",
+        apt="libibverbs1",
+        yum="libibverbs",
+        effect=INVISIBLE,
+        required=True,
+    ),
+    Component(
+        "erdma provider liberdma-rdmav*.so",
+        PROVIDER_LIB_DIRS,
+        "liberdma-rdmav*.so",
+        apt="ibverbs-providers",
+        yum="ibverbs-providers",
+        effect=INVISIBLE,
+        required=True,
+    ),
+    Component(
+        "ibv_devices",
+        BIN_DIRS,
+        "ibv_devices",
+        apt="ibverbs-utils",
+        yum="ibverbs-utils",
+        effect="the device cannot be checked by hand (ibv_devices, ibv_devinfo)",
+        required=False,
+    ),
+    Component(
+        "librdmacm.so.1",
+        LIB_DIRS,
+        "librdmacm.so.1*",
+        apt="librdmacm1",
+        yum="librdmacm",
+        effect="rdma_cm applications cannot connect",
+        required=False,
+    ),
+)
 APT_PACKAGES = tuple(c.apt for c in COMPONENTS)
 YUM_PACKAGES = tuple(c.yum for c in COMPONENTS)
 
