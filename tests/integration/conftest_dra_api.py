@@ -19,18 +19,20 @@ from tests.fakes.kubeapi import KubeApiServer
 
 
 @pytest.fixture
-async def k8s(kube_api: KubeApiServer) -> AsyncIterator[AsyncClient]:
+async def admin(kube_api: KubeApiServer) -> AsyncIterator[AsyncClient]:
+    """A client with full rights (named apart from the controller tests' ``k8s``: fixtures of
+    plugins share one namespace, and the later plugin's would win)."""
     client = AsyncClient(KubeConfig.from_file(kube_api.kubeconfig), field_manager="test")
     yield client
     await client.close()
 
 
 @pytest.fixture
-async def node(k8s: AsyncClient) -> AsyncIterator[str]:
+async def node(admin: AsyncClient) -> AsyncIterator[str]:
     name = f"dra-{uuid.uuid4().hex[:8]}"
-    await k8s.create(Node(metadata=ObjectMeta(name=name)))
+    await admin.create(Node(metadata=ObjectMeta(name=name)))
     yield name
-    await k8s.delete(Node, name)
-    async for s in k8s.list(ResourceSlice, fields={"spec.nodeName": name}):
+    await admin.delete(Node, name)
+    async for s in admin.list(ResourceSlice, fields={"spec.nodeName": name}):
         assert s.metadata is not None and s.metadata.name
-        await k8s.delete(ResourceSlice, s.metadata.name)
+        await admin.delete(ResourceSlice, s.metadata.name)

@@ -3,6 +3,8 @@
 A controller reconciles every Node it sees. A Node left on the worker's shared API server by an
 earlier test once got ERIs from the next test's controller and doubled its
 ``CreateNetworkInterface`` count; this test leaves such a Node and asks for the fixture after.
+The cause was two plugins defining ``k8s`` (pytest keeps one fixture per name across plugins,
+the one registered last): the DRA tests' plugin is registered here too, after the controller's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ from lightkube import AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
 
-pytest_plugins = ["tests.integration.conftest_kubeapi", "tests.integration.conftest_controller"]
+pytest_plugins = [
+    "tests.integration.conftest_kubeapi",
+    "tests.integration.conftest_controller",
+    "tests.integration.conftest_dra_api",
+]
 
 
 async def _leave_a_node(kubeconfig) -> str:

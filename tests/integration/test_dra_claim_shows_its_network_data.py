@@ -55,21 +55,21 @@ def kubectl_yaml(kube_api: KubeApiServer, name: str) -> dict[str, Any]:
     return yaml.safe_load(got.stdout)
 
 
-async def test_kubectl_shows_which_eri_the_pod_got(short_root, k8s, node, kube_api):
+async def test_kubectl_shows_which_eri_the_pod_got(short_root, admin, node, kube_api):
     kc.kubectl_or_skip()
-    ref = await dra_support.allocated_claim(k8s, node, [ours("erdma-1", node)])
+    ref = await dra_support.allocated_claim(admin, node, [ours("erdma-1", node)])
     gpu_status: Any = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"name": ref[2], "namespace": "default"},
         "status": {"devices": [GPU]},
     }
-    await k8s.patch(
+    await admin.patch(
         ResourceClaim.Status, ref[2], gpu_status, namespace="default",
         patch_type=PatchType.APPLY, field_manager="gpu.example.com", force=True,
     )  # fmt: skip
     host = fakehost.build(short_root / "host", "default")
-    driver = dra_support.new_driver(short_root, host, client=k8s, node=node, addresses=addresses)
+    driver = dra_support.new_driver(short_root, host, client=admin, node=node, addresses=addresses)
     async with FakeDraKubelet(short_root / "kubelet") as kubelet, driver:
         await kubelet.wait_registered(DRIVER_NAME)
         assert (await kubelet.prepare(DRIVER_NAME, [ref])).claims[ref[1]].error == ""
@@ -96,38 +96,38 @@ async def test_kubectl_shows_which_eri_the_pod_got(short_root, k8s, node, kube_a
         m["manager"] for m in claim["metadata"]["managedFields"] if m.get("subresource") == "status"
     }
     assert DRIVER_NAME in status_writers
-    after = (await k8s.get(ResourceClaim, ref[2], namespace="default")).to_dict()
+    after = (await admin.get(ResourceClaim, ref[2], namespace="default")).to_dict()
     assert after["metadata"]["resourceVersion"] == claim["metadata"]["resourceVersion"]
-    await k8s.delete(ResourceClaim, ref[2], namespace="default")
+    await admin.delete(ResourceClaim, ref[2], namespace="default")
 
 
-async def test_two_shares_of_one_device_are_told_apart(short_root, k8s, node):
+async def test_two_shares_of_one_device_are_told_apart(short_root, admin, node):
     shares = [ours("erdma-0", node, shareID=str(uuid.uuid4())) for _ in range(2)]
     shares[1]["request"] = "nic2"
-    ref = await dra_support.allocated_claim(k8s, node, shares)
+    ref = await dra_support.allocated_claim(admin, node, shares)
     host = fakehost.build(short_root / "host", "default")
-    driver = dra_support.new_driver(short_root, host, client=k8s, node=node, addresses=addresses)
+    driver = dra_support.new_driver(short_root, host, client=admin, node=node, addresses=addresses)
     async with FakeDraKubelet(short_root / "kubelet") as kubelet, driver:
         await kubelet.wait_registered(DRIVER_NAME)
         answer = (await kubelet.prepare(DRIVER_NAME, [ref])).claims[ref[1]]
         retried = (await kubelet.prepare(DRIVER_NAME, [ref])).claims[ref[1]]  # checkpoint
-    claim = (await k8s.get(ResourceClaim, ref[2], namespace="default")).to_dict()
+    claim = (await admin.get(ResourceClaim, ref[2], namespace="default")).to_dict()
     want = {(s["request"], s["shareID"]) for s in shares}
     for got in (answer, retried):
         assert {(d.request_names[0], d.share_id) for d in got.devices} == want
         assert {d.device_name for d in got.devices} == {"erdma-0"}
     assert {e["shareID"] for e in claim["status"]["devices"]} == {s["shareID"] for s in shares}
-    await k8s.delete(ResourceClaim, ref[2], namespace="default")
+    await admin.delete(ResourceClaim, ref[2], namespace="default")
 
 
 async def test_a_status_the_api_server_refuses_does_not_fail_the_prepare(
-    short_root, k8s, node, kube_api, caplog
+    short_root, admin, node, kube_api, caplog
 ):
     """A cluster that refuses the status write (Kubernetes 1.36+ without the
     `resourceclaims/driver` grant answers 403): kubelet still gets the CDI devices, and the
     log names the claim and the refusal."""
     caplog.set_level(logging.WARNING, logger="erdma.dra.claim_status")
-    ref = await dra_support.allocated_claim(k8s, node, [ours("erdma-0", node)])
+    ref = await dra_support.allocated_claim(admin, node, [ours("erdma-0", node)])
     status = f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{ref[2]}/status"
     host = fakehost.build(short_root / "host", "default")
     async with ApiFaultProxy(kube_api) as proxy:
@@ -141,4 +141,4 @@ async def test_a_status_the_api_server_refuses_does_not_fail_the_prepare(
     assert answer.error == "" and [d.device_name for d in answer.devices] == ["erdma-0"]
     (record,) = [r for r in caplog.records if "status.devices not written" in r.getMessage()]
     assert ref[2] in record.claim and "403" in record.error
-    await k8s.delete(ResourceClaim, ref[2], namespace="default")
+    await admin.delete(ResourceClaim, ref[2], namespace="default")

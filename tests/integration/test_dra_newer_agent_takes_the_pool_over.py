@@ -19,18 +19,18 @@ pytest_plugins = [
 LEFT = "ResourceSlice published with a newer pool generation by another instance"
 
 
-async def test_the_newer_agents_slice_stands(short_root, k8s, node, caplog):
+async def test_the_newer_agents_slice_stands(short_root, admin, node, caplog):
     caplog.set_level(logging.INFO, logger="erdma.dra.slices")
     old_host = fakehost.build(short_root / "old" / "host", "default")
     new_host = fakehost.build(short_root / "new" / "host", "default")
     new_host.set_port_state("erdma_1", False)  # the new agent publishes another device list
-    async with new_driver(short_root / "old", old_host, client=k8s, node=node) as old:
+    async with new_driver(short_root / "old", old_host, client=admin, node=node) as old:
         await old.wait_published()
-        (first,) = await slices_of(k8s, node)
-        async with new_driver(short_root / "new", new_host, client=k8s, node=node) as new:
+        (first,) = await slices_of(admin, node)
+        async with new_driver(short_root / "new", new_host, client=admin, node=node) as new:
             await new.wait_published()
             await until(lambda: LEFT in caplog.text, what="the old agent leaving the pool")
-            (taken,) = await slices_of(k8s, node)
+            (taken,) = await slices_of(admin, node)
             assert list(by_name(taken)) == ["erdma-0"]  # the newer agent's list stands
             assert taken["spec"]["pool"]["generation"] == first["spec"]["pool"]["generation"] + 1
     assert list(by_name(first)) == ["erdma-0", "erdma-1"]

@@ -78,25 +78,25 @@ async def agents(short_root: Path) -> AsyncIterator[list[AgentProcess]]:
         await agent.stop()
 
 
-async def allocated(k8s: AsyncClient, node: str, device: str) -> tuple[str, str, str]:
+async def allocated(admin: AsyncClient, node: str, device: str) -> tuple[str, str, str]:
     result = {"request": "nic", "driver": DRIVER_NAME, "pool": node, "device": device}
-    return await dra_support.allocated_claim(k8s, node, [result])
+    return await dra_support.allocated_claim(admin, node, [result])
 
 
-async def slice_of(k8s: AsyncClient, node: str) -> bool:
-    return bool(await dra_support.slices_of(k8s, node))
+async def slice_of(admin: AsyncClient, node: str) -> bool:
+    return bool(await dra_support.slices_of(admin, node))
 
 
 async def test_the_driver_stays_registered_while_a_new_agent_replaces_the_old(
     short_root: Path,
-    k8s: AsyncClient,
+    admin: AsyncClient,
     node: str,
     kube_api: KubeApiServer,
     agents: list[AgentProcess],
 ) -> None:
     fakehost.build(short_root / "host", "default")
-    kept, moved = await allocated(k8s, node, "erdma-0"), await allocated(k8s, node, "erdma-1")
-    spec = short_root / "cdi" / f"k8s.{DRIVER_NAME}-claim_{kept[1]}.yaml"
+    kept, moved = await allocated(admin, node, "erdma-0"), await allocated(admin, node, "erdma-1")
+    spec = short_root / "cdi" / f"admin.{DRIVER_NAME}-claim_{kept[1]}.yaml"
     old, new = (AgentProcess(short_root, n, node, kube_api.kubeconfig) for n in ("old", "new"))
     agents += [old, new]
     async with (
@@ -107,8 +107,8 @@ async def test_the_driver_stays_registered_while_a_new_agent_replaces_the_old(
         first = await kubelet.wait_registered(DRIVER_NAME, timeout=60)
         answer = (await kubelet.prepare(DRIVER_NAME, [kept])).claims[kept[1]]
         assert answer.error == "", old.said()
-        await until(lambda: slice_of(k8s, node), what=f"the slice; log:\n{old.said()}")
-        (before,) = await dra_support.slices_of(k8s, node)
+        await until(lambda: slice_of(admin, node), what=f"the slice; log:\n{old.said()}")
+        (before,) = await dra_support.slices_of(admin, node)
 
         await new.start()
         await until(
@@ -125,7 +125,7 @@ async def test_the_driver_stays_registered_while_a_new_agent_replaces_the_old(
         assert kubelet.unregistered == []  # never without an instance of the driver
         assert (await kubelet.unprepare(DRIVER_NAME, [kept])).claims[kept[1]].error == ""
         assert not spec.exists()  # the new agent knew the old one's claim
-        (after,) = await dra_support.slices_of(k8s, node)
+        (after,) = await dra_support.slices_of(admin, node)
         assert after["metadata"]["uid"] == before["metadata"]["uid"]
         assert after["spec"]["pool"] == before["spec"]["pool"]
         assert "ResourceSlice taken over unchanged" in new.said()
@@ -133,4 +133,4 @@ async def test_the_driver_stays_registered_while_a_new_agent_replaces_the_old(
         await new.stop()
         await until(lambda: kubelet.unregistered == [DRIVER_NAME], what="the last one gone")
     for ref in (kept, moved):
-        await k8s.delete(ResourceClaim, ref[2], namespace="default")
+        await admin.delete(ResourceClaim, ref[2], namespace="default")

@@ -41,11 +41,11 @@ SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 DEADLINE = 60.0
 
 
-def restored(k8s: AsyncClient, node: str, before: dict[str, Any]):
+def restored(admin: AsyncClient, node: str, before: dict[str, Any]):
     """A check: this node's one slice, once it is a new object with ``before``'s devices."""
 
     async def check() -> dict[str, Any] | None:
-        found = await slices_of(k8s, node)
+        found = await slices_of(admin, node)
         if len(found) != 1:
             return None
         (now,) = found
@@ -74,32 +74,34 @@ async def published_behind(proxy: ApiFaultProxy, root: Path, node: str) -> Async
         await client.close()
 
 
-async def test_the_slice_a_starting_kubelet_deletes_comes_back(short_root, k8s, node):
+async def test_the_slice_a_starting_kubelet_deletes_comes_back(short_root, admin, node):
     host = fakehost.build(short_root / "host", "default")
-    async with new_driver(short_root, host, client=k8s, node=node) as driver:
+    async with new_driver(short_root, host, client=admin, node=node) as driver:
         await driver.wait_published()
-        (before,) = await slices_of(k8s, node)
-        async with FakeDraKubelet(short_root / "kubelet", client=k8s, node_name=node) as kubelet:
+        (before,) = await slices_of(admin, node)
+        async with FakeDraKubelet(short_root / "kubelet", client=admin, node_name=node) as kubelet:
             assert kubelet.wiped == [[before["metadata"]["name"]]]
-            after = await eventually(restored(k8s, node, before), DEADLINE)
+            after = await eventually(restored(admin, node, before), DEADLINE)
             await kubelet.restart()  # and again on every kubelet restart
             assert kubelet.wiped[-1] == [before["metadata"]["name"]]
-            await eventually(restored(k8s, node, after), DEADLINE)
+            await eventually(restored(admin, node, after), DEADLINE)
     assert sorted(by_name(after)) == ["erdma-0", "erdma-1"]
     assert after["metadata"]["name"] == before["metadata"]["name"]
     assert after["metadata"]["ownerReferences"] == before["metadata"]["ownerReferences"]
 
 
-async def test_devices_another_writer_removes_are_put_back(short_root, k8s, node):
+async def test_devices_another_writer_removes_are_put_back(short_root, admin, node):
     host = fakehost.build(short_root / "host", "default")
-    async with new_driver(short_root, host, client=k8s, node=node) as driver:
+    async with new_driver(short_root, host, client=admin, node=node) as driver:
         await driver.wait_published()
-        (before,) = await slices_of(k8s, node)
+        (before,) = await slices_of(admin, node)
         name = before["metadata"]["name"]
-        await k8s.patch(ResourceSlice, name, {"spec": {"devices": []}}, patch_type=PatchType.MERGE)
+        await admin.patch(
+            ResourceSlice, name, {"spec": {"devices": []}}, patch_type=PatchType.MERGE
+        )
 
         async def devices_back() -> dict[str, Any] | None:
-            (now,) = await slices_of(k8s, node)
+            (now,) = await slices_of(admin, node)
             return now if by_name(now) == by_name(before) else None
 
         after = await eventually(devices_back, DEADLINE)
@@ -107,11 +109,11 @@ async def test_devices_another_writer_removes_are_put_back(short_root, k8s, node
     assert after["spec"]["pool"] == before["spec"]["pool"]
 
 
-async def test_a_second_slice_of_this_node_and_driver_is_removed(short_root, k8s, node):
+async def test_a_second_slice_of_this_node_and_driver_is_removed(short_root, admin, node):
     host = fakehost.build(short_root / "host", "default")
-    async with new_driver(short_root, host, client=k8s, node=node) as driver:
+    async with new_driver(short_root, host, client=admin, node=node) as driver:
         await driver.wait_published()
-        (ours,) = await slices_of(k8s, node)
+        (ours,) = await slices_of(admin, node)
         stray = ResourceSlice.from_dict(
             {
                 "metadata": {"name": f"{node}-stray"},
@@ -123,17 +125,17 @@ async def test_a_second_slice_of_this_node_and_driver_is_removed(short_root, k8s
                 },
             }
         )
-        await k8s.create(stray)
+        await admin.create(stray)
 
         async def only_ours() -> bool:
-            names = [s["metadata"]["name"] for s in await slices_of(k8s, node)]
+            names = [s["metadata"]["name"] for s in await slices_of(admin, node)]
             return names == [ours["metadata"]["name"]]
 
         await eventually(only_ours, DEADLINE)
 
 
 async def test_a_slice_deleted_while_the_api_server_is_away_comes_back_when_it_returns(
-    short_root, k8s, node, kube_api: KubeApiServer
+    short_root, admin, node, kube_api: KubeApiServer
 ):
     proxy = CuttableProxy(kube_api.port)
     await proxy.start()
@@ -142,21 +144,21 @@ async def test_a_slice_deleted_while_the_api_server_is_away_comes_back_when_it_r
     try:
         async with new_driver(short_root, host, client=cut_off, node=node) as driver:
             await driver.wait_published()
-            (before,) = await slices_of(k8s, node)
+            (before,) = await slices_of(admin, node)
             await proxy.cut()
-            await k8s.delete(ResourceSlice, before["metadata"]["name"])
+            await admin.delete(ResourceSlice, before["metadata"]["name"])
             await proxy.start()
-            await eventually(restored(k8s, node, before), DEADLINE)
+            await eventually(restored(admin, node, before), DEADLINE)
     finally:
         await cut_off.close()
         await proxy.close()
 
 
 async def test_the_watch_lists_again_after_its_resource_version_expires(
-    short_root, k8s, node, kube_api: KubeApiServer
+    short_root, admin, node, kube_api: KubeApiServer
 ):
     async with ApiFaultProxy(kube_api) as proxy, published_behind(proxy, short_root, node):
-        (before,) = await slices_of(k8s, node)
+        (before,) = await slices_of(admin, node)
         expiry = proxy.add(Rule(watch_of(SLICES), expired_watch, times=1))
         await proxy.end_watches()
 
@@ -167,12 +169,12 @@ async def test_the_watch_lists_again_after_its_resource_version_expires(
             return expiry.hits == 1 and lists[-1] > watches[-1]
 
         await eventually(listed_after_expiry, DEADLINE)
-        await k8s.delete(ResourceSlice, before["metadata"]["name"])
-        await eventually(restored(k8s, node, before), DEADLINE)
+        await admin.delete(ResourceSlice, before["metadata"]["name"])
+        await eventually(restored(admin, node, before), DEADLINE)
 
 
 async def test_a_watch_that_keeps_expiring_is_listed_again_with_growing_pauses(
-    short_root, k8s, node, kube_api: KubeApiServer
+    short_root, admin, node, kube_api: KubeApiServer
 ):
     async with ApiFaultProxy(kube_api) as proxy, published_behind(proxy, short_root, node):
         expiry = proxy.add(Rule(watch_of(SLICES), expired_watch))
@@ -191,25 +193,25 @@ async def test_a_watch_that_keeps_expiring_is_listed_again_with_growing_pauses(
     assert gaps[-1] >= 2 * promised.initial, gaps
 
 
-async def test_a_client_that_keeps_emptying_the_slice_meets_growing_pauses(short_root, k8s, node):
+async def test_a_client_that_keeps_emptying_the_slice_meets_growing_pauses(short_root, admin, node):
     """Another writer undoes every restore at once (as a second driver publishing other devices
     under the same name would): the driver restores each time, after pauses that grow."""
     host = fakehost.build(short_root / "host", "default")
     restores: list[float] = []
-    async with new_driver(short_root, host, client=k8s, node=node) as driver:
+    async with new_driver(short_root, host, client=admin, node=node) as driver:
         await driver.wait_published()
-        (before,) = await slices_of(k8s, node)
+        (before,) = await slices_of(admin, node)
         name, loop = before["metadata"]["name"], asyncio.get_running_loop()
         fields = {"spec.nodeName": node, "spec.driver": DRIVER_NAME}
         empty: dict[str, Any] = {"spec": {"devices": []}}
-        await k8s.patch(ResourceSlice, name, empty, patch_type=PatchType.MERGE)
-        async for _, obj in k8s.watch(ResourceSlice, fields=fields):
+        await admin.patch(ResourceSlice, name, empty, patch_type=PatchType.MERGE)
+        async for _, obj in admin.watch(ResourceSlice, fields=fields):
             if obj.spec.devices:  # the driver's restore: undo it
                 restores.append(loop.time())
                 if len(restores) == 5:
                     break
-                await k8s.patch(ResourceSlice, name, empty, patch_type=PatchType.MERGE)
-        (last,) = await slices_of(k8s, node)
+                await admin.patch(ResourceSlice, name, empty, patch_type=PatchType.MERGE)
+        (last,) = await slices_of(admin, node)
     assert by_name(last) == by_name(before)  # the driver had the last word
     gaps = [b - a for a, b in itertools.pairwise(restores)]
     promised = restore_backoff()

@@ -39,12 +39,12 @@ def gpu_host(root: Path) -> fakehost.FakeHost:
     return fakehost.build(root / "host", spec)
 
 
-async def test_one_slice_per_node_applied_and_owned_by_the_node(short_root, k8s, node):
+async def test_one_slice_per_node_applied_and_owned_by_the_node(short_root, admin, node):
     host = gpu_host(short_root)
-    async with new_driver(short_root, host, client=k8s, node=node) as driver:
+    async with new_driver(short_root, host, client=admin, node=node) as driver:
         await driver.wait_published()
-        (got,) = await slices_of(k8s, node)
-        node_uid = (await k8s.get(Node, node)).metadata.uid
+        (got,) = await slices_of(admin, node)
+        node_uid = (await admin.get(Node, node)).metadata.uid
     meta, spec = got["metadata"], got["spec"]
     assert meta["name"] == f"{node}-{DRIVER_NAME}"
     assert meta["ownerReferences"][0] == {
@@ -67,11 +67,11 @@ async def test_one_slice_per_node_applied_and_owned_by_the_node(short_root, k8s,
     assert erdma0["linkState"] == {"string": "ACTIVE"} and "pnetid" in erdma0
 
 
-async def test_pcie_root_matches_the_gpu_on_the_same_root(short_root, k8s, node):
+async def test_pcie_root_matches_the_gpu_on_the_same_root(short_root, admin, node):
     host = gpu_host(short_root)
-    async with new_driver(short_root, host, client=k8s, node=node) as driver:
+    async with new_driver(short_root, host, client=admin, node=node) as driver:
         await driver.wait_published()
-        (got,) = await slices_of(k8s, node)
+        (got,) = await slices_of(admin, node)
     devices = by_name(got)
     roots = {n: d["attributes"][PCIE_ROOT_ATTRIBUTE]["string"] for n, d in devices.items()}
     gpu0, gpu1 = (pcie_root(host.root, gpu.pci_address) for gpu in scan(host.root).gpus)
@@ -79,31 +79,31 @@ async def test_pcie_root_matches_the_gpu_on_the_same_root(short_root, k8s, node)
     assert (gpu0, gpu1) == ("pci0000:00", "pci0000:80")
 
 
-async def test_unhealthy_device_is_withdrawn_and_comes_back(short_root, k8s, node):
+async def test_unhealthy_device_is_withdrawn_and_comes_back(short_root, admin, node):
     host = gpu_host(short_root)
-    async with new_driver(short_root, host, client=k8s, node=node) as driver:
+    async with new_driver(short_root, host, client=admin, node=node) as driver:
         await driver.wait_published()
         host.set_port_state("erdma_1", False)
         assert driver.publish(scan(host.root))
         await driver.wait_published(2.0)  # well within one rescan round of the agent
-        (down,) = await slices_of(k8s, node)
+        (down,) = await slices_of(admin, node)
         assert not driver.publish(scan(host.root))  # nothing changed: no new generation
         host.set_port_state("erdma_1", True)
         driver.publish(scan(host.root))
         await driver.wait_published(2.0)
-        (healed,) = await slices_of(k8s, node)
+        (healed,) = await slices_of(admin, node)
     assert sorted(by_name(down)) == ["erdma-0"] and down["spec"]["pool"]["generation"] == 2
     assert sorted(by_name(healed)) == ["erdma-0", "erdma-1"]
     assert healed["spec"]["pool"]["generation"] == 3
 
 
-async def test_taint_mode_keeps_the_device_with_a_noschedule_taint(short_root, k8s, node):
+async def test_taint_mode_keeps_the_device_with_a_noschedule_taint(short_root, admin, node):
     host = gpu_host(short_root)
     host.set_port_state("erdma_0", False)
     config = DraConfig(enabled=True, unhealthy="taint")
-    async with new_driver(short_root, host, client=k8s, node=node, config=config) as driver:
+    async with new_driver(short_root, host, client=admin, node=node, config=config) as driver:
         await driver.wait_published()
-        (got,) = await slices_of(k8s, node)
+        (got,) = await slices_of(admin, node)
     devices = by_name(got)
     (taint,) = devices["erdma-0"]["taints"]
     assert (taint["key"], taint["value"], taint["effect"]) == (
@@ -114,12 +114,12 @@ async def test_taint_mode_keeps_the_device_with_a_noschedule_taint(short_root, k
     assert "taints" not in devices["erdma-1"]
 
 
-async def test_consumable_capacity_publishes_shareable_slots(short_root, k8s, node):
+async def test_consumable_capacity_publishes_shareable_slots(short_root, admin, node):
     host = gpu_host(short_root)
     config = DraConfig(enabled=True, consumable_capacity=True, slots_per_device=200)
-    async with new_driver(short_root, host, client=k8s, node=node, config=config) as driver:
+    async with new_driver(short_root, host, client=admin, node=node, config=config) as driver:
         await driver.wait_published()
-        (got,) = await slices_of(k8s, node)
+        (got,) = await slices_of(admin, node)
     device = by_name(got)["erdma-0"]
     assert device["allowMultipleAllocations"] is True
     assert device["capacity"]["slots"]["value"] == "200"
@@ -127,7 +127,7 @@ async def test_consumable_capacity_publishes_shareable_slots(short_root, k8s, no
 
 
 async def test_restart_takes_the_slice_over_and_a_stop_deletes_only_this_nodes_if_asked(
-    short_root, k8s, node
+    short_root, admin, node
 ):
     """An agent stop keeps the slice; the next agent, publishing the same devices, takes it
     over as it is (no write, no new generation); one publishing other devices continues the
@@ -159,34 +159,34 @@ async def test_restart_takes_the_slice_over_and_a_stop_deletes_only_this_nodes_i
         ),
     ]
     for obj in foreign:
-        await k8s.create(obj)
+        await admin.create(obj)
     try:
-        async with new_driver(short_root, host, client=k8s, node=node) as first:
+        async with new_driver(short_root, host, client=admin, node=node) as first:
             await first.wait_published()
-        (kept,) = await slices_of(k8s, node)
-        async with new_driver(short_root, host, client=k8s, node=node) as second:
+        (kept,) = await slices_of(admin, node)
+        async with new_driver(short_root, host, client=admin, node=node) as second:
             await second.wait_published()
-            (taken,) = await slices_of(k8s, node)
+            (taken,) = await slices_of(admin, node)
         assert kept["spec"]["pool"]["generation"] == 1
         assert taken["metadata"] == kept["metadata"]  # same object, not even rewritten
         host.set_port_state("erdma_1", False)
         remove = DraConfig(enabled=True, delete_slices_on_stop=True)
-        async with new_driver(short_root, host, client=k8s, node=node, config=remove) as third:
+        async with new_driver(short_root, host, client=admin, node=node, config=remove) as third:
             await third.wait_published()
-            (changed,) = await slices_of(k8s, node)
+            (changed,) = await slices_of(admin, node)
         assert changed["spec"]["pool"]["generation"] == 2
         assert list(by_name(changed)) == ["erdma-0"]
-        assert await slices_of(k8s, node) == []
-        assert len(await slices_of(k8s, node, "gpu.example.com")) == 1
-        (untouched,) = await slices_of(k8s, "someone-else")
+        assert await slices_of(admin, node) == []
+        assert len(await slices_of(admin, node, "gpu.example.com")) == 1
+        (untouched,) = await slices_of(admin, "someone-else")
         assert untouched["spec"]["pool"] == other_node
     finally:
         for obj in foreign:
-            await k8s.delete(ResourceSlice, obj.metadata.name)
+            await admin.delete(ResourceSlice, obj.metadata.name)
 
 
 async def test_a_change_made_while_the_api_server_is_away_is_published_when_it_returns(
-    short_root, k8s, node, kube_api
+    short_root, admin, node, kube_api
 ):
     """A connection refused is retried with backoff; the wanted device list is kept, not lost."""
     proxy = CuttableProxy(kube_api.port)
@@ -197,15 +197,15 @@ async def test_a_change_made_while_the_api_server_is_away_is_published_when_it_r
     try:
         async with driver:
             await driver.wait_published()
-            assert len(by_name((await slices_of(k8s, node))[0])) == 2
+            assert len(by_name((await slices_of(admin, node))[0])) == 2
             await proxy.cut()
             host.set_port_state("erdma_1", False)
             driver.publish(scan(host.root))  # withdraws erdma_1 while the server is away
             await asyncio.sleep(1.0)  # several refused attempts
-            assert len(by_name((await slices_of(k8s, node))[0])) == 2
+            assert len(by_name((await slices_of(admin, node))[0])) == 2
             await proxy.start()
             await driver.wait_published(timeout=35)
-            assert len(by_name((await slices_of(k8s, node))[0])) == 1
+            assert len(by_name((await slices_of(admin, node))[0])) == 1
     finally:
         await cut_off.close()
         await proxy.close()
