@@ -46,7 +46,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-## generate: regenerate docs/configuration.md and the chart's schema from the settings models
+## generate: regenerate docs/configuration.md, the install guide's values table and the chart's values.yaml defaults and schema from the settings models
 generate: $(STAMP)
 	$(PY) scripts/generate_settings.py
 

@@ -5,10 +5,12 @@ declaration of a setting: its alias is the file key, its ``description`` the hel
 ``json_schema_extra`` says where else it appears: ``flag: False`` for file-only settings such
 as a command that may carry a token; ``env`` for extra environment names kept from the
 reference; ``secret`` for a value never logged; ``chart`` for what the chart's schema restricts
-further, e.g. with its label-map definition: ``{"chart": {"definition": "labelMap"}}``. From it
-come the command-line flags, the environment variables, the key names in error messages, the
-configuration reference in docs/, the chart's JSON schema, the redacted start-up log line, and
-the explanation of a bad value or an unknown key (with the key that was probably meant).
+further, e.g. with its label-map definition: ``{"chart": {"definition": "labelMap"}}``. A
+``ChartValue`` marker in the field's ``Annotated`` type names the Helm value that sets it. From
+it come the command-line flags, the environment variables, the key names in error messages, the
+configuration reference in docs/, the chart's values.yaml entry and JSON schema, the install
+guide's values table, the redacted start-up log line, and the explanation of a bad value or an
+unknown key (with the key that was probably meant).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import re
 import types
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
@@ -35,6 +38,34 @@ SCHEMA_KEYS = (
     "type", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
     "pattern", "items", "propertyNames", "additionalProperties", "description",
 )  # fmt: skip
+
+
+#: ``ChartValue.default`` when the chart's default is the setting's own
+MODEL_DEFAULT: Any = object()
+
+
+@dataclass(frozen=True)
+class ChartValue:
+    """The Helm value that sets a field: ``Annotated[int, ChartValue("agent.slotsPerDevice")]``.
+
+    The value's default, comment in values.yaml, schema and row in the install guide are
+    generated from the field (scripts/generate_settings.py), so a setting is declared once.
+    ``description`` and ``default`` are the chart's own where they differ from the setting's
+    (the chart's value also decides which pods get which privilege, or the chart has a
+    different default for its DaemonSet). A value that feeds settings of two programs is
+    declared by one field; every other field it feeds says ``owner=False``, and the generator
+    checks that their schemas agree.
+    """
+
+    path: str
+    description: str | None = None
+    default: Any = MODEL_DEFAULT
+    owner: bool = True
+
+
+def chart_values(info: FieldInfo) -> list[ChartValue]:
+    """The chart values a field declares (none for a setting the chart does not pass)."""
+    return [item for item in info.metadata if isinstance(item, ChartValue)]
 
 
 def _extra(info: FieldInfo) -> dict[str, Any]:
@@ -150,10 +181,10 @@ def _base_type(annotation: Any) -> Any:
 
 
 def _is_model(annotation: Any) -> bool:
-    return _model_in(annotation) is not None
+    return model_in(annotation) is not None
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
+def model_in(annotation: Any) -> type[BaseModel] | None:
     """The model a field holds, itself or as list items; None for a scalar field."""
     base = _base_type(annotation)
     if get_origin(base) is list:
@@ -205,7 +236,7 @@ def _keys_at(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
             continue
         fields = current.model_fields
         info = next((i for n, i in fields.items() if part in (n, i.alias)), None)
-        current = _model_in(info.annotation) if info is not None else None
+        current = model_in(info.annotation) if info is not None else None
     return [key_of(n, i) for n, i in current.model_fields.items()] if current else []
 
 
@@ -282,7 +313,11 @@ def _default_text(info: FieldInfo) -> str:
 
 
 def _accepted(model: type[BaseModel], name: str) -> str:
-    schema = field_schema(model, name, chart=False)
+    return accepted_text(field_schema(model, name, chart=False))
+
+
+def accepted_text(schema: dict[str, Any]) -> str:
+    """What a (reduced) schema accepts, in a few words: its values, bounds or pattern."""
     if "enum" in schema:
         return ", ".join(json.dumps(v) if v == "" else str(v) for v in schema["enum"])
     bounds = [f"{op} {schema[key]}" for key, op in BOUNDS if key in schema]

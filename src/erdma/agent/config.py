@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
@@ -23,6 +23,7 @@ from erdma.agent.installer_config import DriverInstallerConfig
 from erdma.agent.nccl import NcclConfig
 from erdma.cdi import DeviceListStrategy
 from erdma.dra.config import DraConfig
+from erdma.settings import ChartValue
 
 ENV_PREFIX = "ERDMA_"
 FILE_ONLY: dict[str, Any] = {"flag": False}
@@ -95,12 +96,33 @@ class SharedResourceConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    name: str = Field(
-        "rdma/hca", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9][-A-Za-z0-9_.]*$"
-    )
-    capacity: int = Field(1000, ge=1, le=100000)
-    selectors: SharedSelectors = Field(default_factory=SharedSelectors)
-    required_char_devices: list[CharKind] = Field(
+    name: Annotated[
+        str, ChartValue("sharedRdma.resourceName", description="extended resource name")
+    ] = Field("rdma/hca", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9][-A-Za-z0-9_.]*$")
+    capacity: Annotated[
+        int,
+        ChartValue(
+            "sharedRdma.capacity",
+            description="slots per node (1000 shows as 1k); one slot gives a container every "
+            "selected HCA",
+        ),
+    ] = Field(1000, ge=1, le=100000)
+    selectors: Annotated[
+        SharedSelectors,
+        ChartValue(
+            "sharedRdma.selectors",
+            description="which RDMA devices are shared: ibdevNames, drivers, vendors, deviceIDs, "
+            "netdevNames; every non-empty list must match",
+        ),
+    ] = Field(default_factory=SharedSelectors)
+    required_char_devices: Annotated[
+        list[CharKind],
+        ChartValue(
+            "sharedRdma.requiredCharDevices",
+            description="char devices that must exist for the slots to be Healthy: uverbs, "
+            "rdma_cm, umad, issm",
+        ),
+    ] = Field(
         default_factory=_default_chars,
         alias="requiredCharDevices",
         json_schema_extra={"chart": {"uniqueItems": True}},
@@ -126,24 +148,47 @@ class AgentConfig(BaseModel):
     host_root: Path = Field(
         Path("/"), alias="hostRoot", description="where the host's `/sys`, `/dev`, `/proc` are"
     )
-    kubelet_dir: Path = Field(
+    kubelet_dir: Annotated[Path, ChartValue("agent.kubeletDir")] = Field(
         Path("/var/lib/kubelet"),
         alias="kubeletDir",
         description="kubelet root (a custom `--root-dir` is supported)",
         json_schema_extra={"pattern": "^/.*[^/]$"},
     )
-    prefer_driver: Literal["", "default", "compat", "ofed"] = Field(
+    prefer_driver: Annotated[
+        Literal["", "default", "compat", "ofed"],
+        ChartValue(
+            "agent.preferDriver",
+            description="erdma driver mode: default, compat or ofed; empty: ofed on GPU nodes, "
+            "else default",
+        ),
+    ] = Field(
         "", alias="preferDriver", description="erdma driver mode; empty: chosen automatically"
     )
-    allocate_all_devices: bool = Field(
+    allocate_all_devices: Annotated[bool, ChartValue("agent.allocateAllDevices")] = Field(
         False, alias="allocateAllDevices", description="give every exposed device to each container"
     )
-    local_eri_discovery: bool = Field(
+    local_eri_discovery: Annotated[
+        bool,
+        ChartValue(
+            "config.localERIDiscovery",
+            description="Local mode: no controller, the agent exposes local devices (see "
+            "agent.exposedLocalERIs). Regular mode (false) brings up the ERI netdevs: "
+            "the agent gets hostNetwork and NET_ADMIN.",
+        ),
+    ] = Field(
         False,
         alias="localERIDiscovery",
         description="Local mode: expose local devices, no controller",
     )
-    exposed_local_eris: list[str] = Field(
+    exposed_local_eris: Annotated[
+        list[str],
+        ChartValue(
+            "agent.exposedLocalERIs",
+            description='Local mode device selection, entries "<instance-id|i-*> '
+            '<device>[/<device>...]" (globs allowed, e.g. "i-* erdma_*"); empty '
+            "exposes every device",
+        ),
+    ] = Field(
         default_factory=list,
         alias="exposedLocalERIs",
         description="Local mode selection: `<instance-id|i-*> <device>[/<device>...]` entries",
@@ -155,13 +200,20 @@ class AgentConfig(BaseModel):
         description="instance id for Local mode matching; empty: read from instance metadata "
         "when an entry names an instance",
     )
-    slots_per_device: int = Field(
+    slots_per_device: Annotated[int, ChartValue("agent.slotsPerDevice")] = Field(
         200, alias="slotsPerDevice", ge=1, le=10000, description="slots per eRDMA device"
     )
     prestart_container: bool = Field(
         False, alias="prestartContainer", description="configure SMC-R in PreStartContainer"
     )
-    device_list_strategy: DeviceListStrategy = Field(
+    device_list_strategy: Annotated[
+        DeviceListStrategy,
+        ChartValue(
+            "agent.deviceListStrategy",
+            description="how Allocate hands devices to the runtime: device-specs, cdi-cdi-devices, "
+            "cdi-annotations (the CDI ones mount the host's /var/run/cdi)",
+        ),
+    ] = Field(
         DeviceListStrategy.DEVICE_SPECS,
         alias="deviceListStrategy",
         description="how Allocate hands devices to the runtime: device specs or CDI names",
@@ -172,23 +224,66 @@ class AgentConfig(BaseModel):
     rescan_interval: float = Field(
         0.5, alias="rescanInterval", gt=0, le=60, description="seconds between host rescans"
     )
-    metrics_port: int = Field(
+    metrics_port: Annotated[
+        int,
+        ChartValue(
+            "agent.metrics.port",
+            description="Prometheus port on the node (the agent uses the host network), also "
+            "serving /healthz and /readyz for the probes; 0 turns metrics and probes "
+            "off",
+        ),
+        ChartValue(
+            "sharedRdma.metrics.port",
+            description="Prometheus port on the node of ack-rdma-dp-ds; differs from "
+            "agent.metrics.port so both can run on a node",
+            default=9710,
+        ),
+    ] = Field(
         9709, alias="metricsPort", ge=0, le=65535, description="Prometheus `/metrics` port (0: off)"
     )
     watch_mode: Literal["auto", "inotify", "poll"] = Field(
         "auto", alias="watchMode", description="how the kubelet directory is watched"
     )
-    host_namespace: bool = Field(
+    host_namespace: Annotated[
+        bool,
+        ChartValue(
+            "agent.hostNamespace",
+            description="the driver DaemonSet's init container runs its host commands (modprobe) "
+            "in the host's mount namespace through nsenter into PID 1: hostPID and "
+            "SYS_ADMIN, SYS_CHROOT, SYS_PTRACE for that pod; leave off unless the "
+            "image's kmod cannot load the host's modules. The driverInstaller always "
+            "does so. The agent itself never runs in the host's namespaces.",
+        ),
+    ] = Field(
         False,
         alias="hostNamespace",
         description="run host commands via `nsenter -t 1 -m --` (containerised agent)",
     )
-    prepare_node: bool = Field(
+    prepare_node: Annotated[
+        bool,
+        ChartValue(
+            "agent.prepareNode",
+            description="prepare each node once per boot in the driver DaemonSet "
+            "(`<fullname>-driver`): install a missing driver, load erdma in the chosen "
+            "mode and smc. Its init container holds SYS_MODULE and a read-only "
+            "/lib/modules and exits when done; off for node images that prepare the "
+            "driver themselves (no driver DaemonSet then).",
+        ),
+    ] = Field(
         True,
         alias="prepareNode",
         description="load erdma in the chosen mode and keep the host SMC pnet table",
     )
-    runtime_socket: str = Field(
+    runtime_socket: Annotated[
+        str,
+        ChartValue(
+            "agent.runtimeSocket",
+            description="the container runtime's CRI socket, the one host file mounted for "
+            "smcr.mode=prestart (e.g. /run/k3s/containerd/containerd.sock, "
+            "/var/run/crio/crio.sock)",
+            default="/run/containerd/containerd.sock",
+        ),
+    ] = Field(
         "",
         alias="runtimeSocket",
         description="CRI socket for SMC-R in PreStartContainer; empty: the first existing "
@@ -201,7 +296,7 @@ class AgentConfig(BaseModel):
         alias="metadataURL",
         description="ECS instance metadata (Regular mode netdevs, Local mode instance id)",
     )
-    jumbo_frame_mtu: int = Field(
+    jumbo_frame_mtu: Annotated[int, ChartValue("agent.jumboFrameMTU")] = Field(
         8500, alias="jumboFrameMTU", ge=1280, le=9000, description="MTU of jumbo-frame ERIs"
     )
     kubeconfig: str = Field(
@@ -220,7 +315,15 @@ class AgentConfig(BaseModel):
         description="install a missing driver: `enabled`, `version`, `mirror`, "
         "`installerSha256`, `envSetupSha256`, `timeoutSeconds`",
     )
-    driver_install_command: str = Field(
+    driver_install_command: Annotated[
+        str,
+        ChartValue(
+            "agent.driverInstallCommand",
+            description="command that replaces the driverInstaller's download and install. It is "
+            "stored in the ConfigMap and the release's values: a command carrying a "
+            "token belongs in a Secret instead (agent.driverInstallCommandSecret).",
+        ),
+    ] = Field(
         "",
         alias="driverInstallCommand",
         description="replaces the driverInstaller's download and install (file only: it may "
@@ -231,9 +334,9 @@ class AgentConfig(BaseModel):
         default_factory=NcclConfig,
         description="NCCL env for GPU pods: `enabled`, `socketIfname`, `gidIndex`, `overrides`",
     )
-    log_level: Literal["debug", "info", "warning", "error"] = Field(
-        "info", alias="logLevel", description="level of the JSON log lines on stderr"
-    )
+    log_level: Annotated[
+        Literal["debug", "info", "warning", "error"], ChartValue("agent.logLevel")
+    ] = Field("info", alias="logLevel", description="level of the JSON log lines on stderr")
     resources: list[ResourceKind] = Field(
         default_factory=_default_resources, description="which plugins to serve"
     )
@@ -243,7 +346,15 @@ class AgentConfig(BaseModel):
         description="shared resources such as `rdma/hca` (docs/shared-rdma.md)",
         json_schema_extra={"default_text": "one `rdma/hca`"},
     )
-    non_host_network_rdma: bool = Field(
+    non_host_network_rdma: Annotated[
+        bool,
+        ChartValue(
+            "sharedRdma.nonHostNetworkRdma",
+            description="allow rdma/hca for non-hostNetwork pods (needs an IPv6 compute network, "
+            "which ack-rdma-dp-ds reads from the host network namespace: it then runs "
+            "with hostNetwork)",
+        ),
+    ] = Field(
         False, alias="nonHostNetworkRdma", description="allow `rdma/hca` for non-hostNetwork pods"
     )
     dra: DraConfig = Field(

@@ -21,11 +21,13 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from erdma.host.driver import DriverMode
 from erdma.host.model import RdmaDevice
+from erdma.settings import ChartValue
 
 #: an environment variable name, the keys of `overrides`
 _ENV_NAME = "^[A-Za-z_][A-Za-z0-9_]*$"
@@ -39,12 +41,27 @@ class NcclConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
-    enabled: bool = True
-    socket_ifname: str = Field(
-        "", alias="socketIfname", pattern=r"^(\^?=?[\w.:@-]+(,[\w.:@-]+)*)?$"
-    )
-    gid_index: int | None = Field(None, alias="gidIndex", ge=-1, le=255)
-    overrides: dict[str, str] = Field(
+    enabled: Annotated[
+        bool, ChartValue("agent.nccl.enabled", description="set the NCCL environment of GPU pods")
+    ] = True
+    socket_ifname: Annotated[
+        str,
+        ChartValue(
+            "agent.nccl.socketIfname", description="NCCL_SOCKET_IFNAME; empty: decided per node"
+        ),
+    ] = Field("", alias="socketIfname", pattern=r"^(\^?=?[\w.:@-]+(,[\w.:@-]+)*)?$")
+    gid_index: Annotated[
+        int | None,
+        ChartValue("agent.nccl.gidIndex", description="NCCL_IB_GID_INDEX; null: decided per node"),
+    ] = Field(None, alias="gidIndex", ge=-1, le=255)
+    overrides: Annotated[
+        dict[str, str],
+        ChartValue(
+            "agent.nccl.overrides",
+            description="extra NCCL_* variables, name to value; an empty value removes that "
+            "variable",
+        ),
+    ] = Field(
         default_factory=dict,
         # the chart also lists the names as patternProperties: Helm's schema errors name the
         # key (agent.nccl.overrides) for those, but not for a propertyNames mismatch

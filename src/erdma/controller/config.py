@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from erdma.settings import ChartValue
 
 DEFAULT_CONFIG_PATH = "/etc/erdma-controller/config.json"
 
@@ -27,24 +29,37 @@ class ControllerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
     # Keys of the reference controller.
-    region: str = Field(
+    region: Annotated[str, ChartValue("config.region")] = Field(
         "",
         pattern=r"^$|^[a-z]{2}-[a-z0-9-]+$",
         description="ECS region id such as cn-hangzhou; empty: read it from instance metadata",
     )
-    manage_non_owned_enis: bool = Field(
+    manage_non_owned_enis: Annotated[bool, ChartValue("config.manageNonOwnedENIs")] = Field(
         True,
         alias="manageNonOwnedENIs",
         description="adopt any HighPerformance ENI already on a card; false: only ERIs this "
         "controller created",
     )
-    node_selector: dict[str, str] = Field(
+    node_selector: Annotated[
+        dict[str, str],
+        ChartValue(
+            "nodeSelector",
+            description="agent placement; also copied into the controller's config: only Nodes "
+            "with these labels get ERIs",
+        ),
+    ] = Field(
         default_factory=dict,
         alias="nodeSelector",
         json_schema_extra={"chart": {"definition": "labelMap"}},
         description="exact label match for managed Nodes",
     )
-    wait_node_ready_timeout_seconds: int = Field(
+    wait_node_ready_timeout_seconds: Annotated[
+        int,
+        ChartValue(
+            "controller.waitNodeReadyTimeoutSeconds",
+            description="how long a new Node may stay NotReady before its ERIs are planned anyway",
+        ),
+    ] = Field(
         300,
         ge=0,
         le=86400,
@@ -85,17 +100,24 @@ class ControllerConfig(BaseModel):
         alias="enableInitContainerInject",
         description="SMC-R path 2: inject the smcr-init container into annotated pods",
     )
-    smc_init_image: str = Field(
-        "", alias="smcInitImage", description="image of the injected smcr-init container"
-    )
-    webhook_port: int = Field(
+    smc_init_image: Annotated[
+        str,
+        ChartValue(
+            "config.smcInitImage",
+            description="image of the injected smcr-init container; empty: the agent image (it "
+            "holds `erdma smcr-init`)",
+        ),
+    ] = Field("", alias="smcInitImage", description="image of the injected smcr-init container")
+    webhook_port: Annotated[int, ChartValue("controller.webhookPort")] = Field(
         9443,
         alias="webhookPort",
         ge=1,
         le=65535,
         description="HTTPS port of the admission webhooks (with enableWebhook)",
     )
-    non_host_network_rdma: bool = Field(
+    non_host_network_rdma: Annotated[
+        bool, ChartValue("sharedRdma.nonHostNetworkRdma", owner=False)
+    ] = Field(
         False,
         alias="nonHostNetworkRdma",
         description="let non-hostNetwork pods request the shared resources",
@@ -105,24 +127,30 @@ class ControllerConfig(BaseModel):
         alias="sharedResourceNames",
         description="resources the hostNetwork rule guards",
     )
-    local_eri_discovery: bool = Field(
-        False,
-        alias="localERIDiscovery",
-        description="Local mode; accepted for compatibility (the controller is not installed then)",
+    local_eri_discovery: Annotated[bool, ChartValue("config.localERIDiscovery", owner=False)] = (
+        Field(
+            False,
+            alias="localERIDiscovery",
+            description="Local mode; accepted for compatibility (the controller is not installed "
+            "then)",
+        )
     )
 
     # Ours.
-    cleanup_on_node_delete: bool = Field(
+    cleanup_on_node_delete: Annotated[bool, ChartValue("controller.cleanupOnNodeDelete")] = Field(
         True,
         alias="cleanupOnNodeDelete",
         description="delete our ERIs once their Node is gone and ECS says the instance is "
         "released (or they were never attached); false: never",
     )
-    cleanup_running_instances: bool = Field(
-        False,
-        alias="cleanupRunningInstances",
-        description="with cleanupOnNodeDelete, also detach and delete our ERIs of a deleted Node "
-        "whose instance still runs (for clusters whose deleted Nodes never come back)",
+    cleanup_running_instances: Annotated[bool, ChartValue("controller.cleanupRunningInstances")] = (
+        Field(
+            False,
+            alias="cleanupRunningInstances",
+            description="with cleanupOnNodeDelete, also detach and delete our ERIs of a deleted "
+            "Node "
+            "whose instance still runs (for clusters whose deleted Nodes never come back)",
+        )
     )
     pending_requeue_seconds: float = Field(
         10.0,
@@ -140,7 +168,7 @@ class ControllerConfig(BaseModel):
     reverify_interval_seconds: float = Field(
         300.0, gt=0, alias="reverifyIntervalSeconds", description="recheck interval for Ready Nodes"
     )
-    reconcile_workers: int = Field(
+    reconcile_workers: Annotated[int, ChartValue("controller.reconcileWorkers")] = Field(
         64,
         ge=1,
         le=256,
@@ -167,7 +195,14 @@ class ControllerConfig(BaseModel):
         alias="leaseDurationSeconds",
         description="time until a crashed leader is replaced",
     )
-    health_port: int = Field(
+    health_port: Annotated[
+        int,
+        ChartValue(
+            "controller.healthPort",
+            description="port of /healthz and /readyz (probes) and of the Prometheus metrics at "
+            "/metrics; 0 turns them off",
+        ),
+    ] = Field(
         8081,
         ge=0,
         le=65535,
@@ -195,7 +230,9 @@ class ControllerConfig(BaseModel):
     ecs_timeout_seconds: float = Field(
         10.0, gt=0, alias="ecsTimeoutSeconds", description="per-call connect/read timeout"
     )
-    webhook_cert_check_seconds: float = Field(
+    webhook_cert_check_seconds: Annotated[
+        float, ChartValue("controller.webhookCertCheckSeconds")
+    ] = Field(
         43200.0,
         gt=0,
         alias="webhookCertCheckSeconds",

@@ -10,12 +10,13 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from erdma.dra.names import DRIVER_NAME
 from erdma.host.model import RdmaDevice
+from erdma.settings import ChartValue
 
 DeviceKind = Literal["erdma", "mlx5"]
 MLX5_DRIVER = "mlx5_core"
@@ -42,37 +43,70 @@ class DraConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    enabled: bool = Field(False, description="serve the DRA driver (resource.k8s.io/v1)")
-    driver_name: str = Field(
-        DRIVER_NAME, alias="driverName", description="the driver name in ResourceSlices"
-    )
-    device_kinds: list[DeviceKind] = Field(
+    enabled: Annotated[
+        bool,
+        ChartValue(
+            "dra.enabled",
+            description="run the DRA driver in the agent; the device plugin then leaves the DRA "
+            "devices out. Mounts kubelet's plugins and plugins_registry directories "
+            "and /var/run/cdi.",
+        ),
+    ] = Field(False, description="serve the DRA driver (resource.k8s.io/v1)")
+    driver_name: Annotated[
+        str,
+        ChartValue(
+            "dra.driverName",
+            description="ResourceSlice driver, attribute domain and DeviceClass name",
+        ),
+    ] = Field(DRIVER_NAME, alias="driverName", description="the driver name in ResourceSlices")
+    device_kinds: Annotated[
+        list[DeviceKind],
+        ChartValue(
+            "dra.deviceKinds",
+            description="which RDMA devices DRA publishes: erdma, and mlx5 for Mellanox HCAs",
+        ),
+    ] = Field(
         default_factory=_default_kinds,
         alias="deviceKinds",
         description="which kinds of RDMA device the DRA driver publishes",
     )
-    devices: list[str] = Field(
+    devices: Annotated[list[str], ChartValue("dra.devices")] = Field(
         default_factory=lambda: ["*"],
         description="ibdev name globs the DRA driver takes; the device plugin keeps the rest",
     )
-    unhealthy: Literal["withdraw", "taint"] = Field(
+    unhealthy: Annotated[
+        Literal["withdraw", "taint"],
+        ChartValue(
+            "dra.unhealthy",
+            description="an unhealthy device is withdrawn from the slice, or kept with a "
+            'NoSchedule taint ("taint" needs the DRADeviceTaints feature gate)',
+        ),
+    ] = Field(
         "withdraw",
         description="an unhealthy device is withdrawn from the slice, or kept with a "
         "NoSchedule device taint",
     )
-    consumable_capacity: bool = Field(
+    consumable_capacity: Annotated[
+        bool,
+        ChartValue(
+            "dra.consumableCapacity",
+            description='publish allowMultipleAllocations and a "slots" capacity '
+            "(DRAConsumableCapacity gate): several claims share one device. Off: share "
+            "a device through one shared ResourceClaim.",
+        ),
+    ] = Field(
         False,
         alias="consumableCapacity",
         description="publish `allowMultipleAllocations` and a `slots` capacity (1.34+)",
     )
-    slots_per_device: int = Field(
+    slots_per_device: Annotated[int, ChartValue("dra.slotsPerDevice")] = Field(
         200,
         alias="slotsPerDevice",
         ge=1,
         le=10000,
         description="the `slots` capacity of each device with consumableCapacity",
     )
-    delete_slices_on_stop: bool = Field(
+    delete_slices_on_stop: Annotated[bool, ChartValue("dra.deleteSlicesOnStop")] = Field(
         False,
         alias="deleteSlicesOnStop",
         description="delete this node's ResourceSlices whenever the agent stops; off, a restart "
