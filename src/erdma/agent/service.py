@@ -3,6 +3,9 @@
 Discovery is re-run every `rescanInterval` (0.5 s by default: a scan reads a few dozen small
 sysfs files), so a port going down, a /dev node vanishing, a hot-added device or a driver that
 loads late reaches kubelet within about a second, without restarting anything.
+
+The agent names no plugin: it builds the ones `resources` enables through the plugin registry
+(`erdma.agent.plugins`), hands each every snapshot and serves their servicers to kubelet.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from prometheus_client import CollectorRegistry
 from erdma.agent import startup
 from erdma.agent.cdi_spec import NodeCdiSpec
 from erdma.agent.config import AgentConfig, ConfigError
-from erdma.agent.erdma import ErdmaPlugin, ErdmaPolicy, PreStartHook
 from erdma.agent.events import NodeEvents
 from erdma.agent.exposure import Exposure, by_macs, parse_rules, select
 from erdma.agent.health import device_health
@@ -28,24 +30,20 @@ from erdma.agent.host_pnet import HostPnet
 from erdma.agent.kube_access import KubeAccess
 from erdma.agent.metrics import AgentMetrics
 from erdma.agent.nccl import nccl_env
+from erdma.agent.plugins import PluginContext, PluginRegistry, default_registry
+from erdma.agent.plugins.view import plugins_view
 from erdma.agent.prepare import prepare_until_ready
 from erdma.agent.probes import Check, Probes, registered, serve
 from erdma.agent.reports import DeviceReports
-from erdma.agent.shared import SharedPlugin, check_disjoint
 from erdma.aio import Heartbeat, SupervisedTask, Supervisor, retry_until_done
-from erdma.api.names import ERDMA_RESOURCE, POD_RESOURCES_SOCKET
+from erdma.api.names import ERDMA_RESOURCE
 from erdma.deviceplugin.lifecycle import Timing
 from erdma.deviceplugin.manager import PluginManager
-from erdma.deviceplugin.plugin import ContainerAllocation, ResourcePlugin
-from erdma.deviceplugin.server import KUBELET_CHECKPOINT
-from erdma.dra import dra_owned
 from erdma.host.devices import scan
-from erdma.host.driver import choose_mode
+from erdma.host.driver import DriverMode, choose_mode
 from erdma.host.metadata import MetadataClient
 from erdma.host.model import DeviceSnapshot, RdmaDevice
 from erdma.host.run import Runner
-from erdma.host.smc import default_backend
-from erdma.host.sysctl import Sysctls
 
 if TYPE_CHECKING:  # imported where used: only DRA, Regular mode and SMC-R load their clients
     from erdma.dra.driver import DraDriver
@@ -64,11 +62,14 @@ class Agent:
         timing: Timing | None = None,
         runner: Runner | None = None,
         netns: str | None = None,
+        plugins: PluginRegistry | None = None,
     ) -> None:
         """``netns``: the network namespace (a path) whose links the agent configures, None for
-        its own; a benchmark that simulates many nodes on one machine gives each its own."""
+        its own; a benchmark that simulates many nodes on one machine gives each its own.
+        ``plugins``: where the plugins `resources` names come from (`default_registry()`)."""
         if config.dra.enabled and not config.node_name:  # refused before anything is logged
             raise ConfigError("dra.enabled needs the node name (NODE_NAME or --node-name)")
+        factories = (plugins or default_registry()).select(config.resources)
         self.config = config
         self.netns = netns
         # set by a rescan that finds a device the one before did not (Regular mode's retry cue)
@@ -81,55 +82,35 @@ class Agent:
         self.registry = registry or CollectorRegistry()
         self.metrics = AgentMetrics(self.registry)
         self.cdi_spec = NodeCdiSpec(config.cdi_spec_dir, on_failure=self._cdi_unwritable)
-        self._overlap = ""
         self.exposure = startup.initial_exposure(config)
+        self.exposed = replace(self.exposure, macs=frozenset())  # none until netdevs are up
         self.snapshot = scan(config.host_root)
         self.runner = runner or Runner(host_namespace=config.host_namespace)
         self.host_pnet = HostPnet(self.runner, config.host_root)
         self.mode, self.mode_reason = choose_mode(config.prefer_driver, self.snapshot.gpus)
         log.info("driver mode chosen", extra={"mode": self.mode.value, "why": self.mode_reason})
-        loaded = self.snapshot.modules.compat_mode
-        if not config.prepare_node and loaded is not None and loaded != self.mode.compat_mode:
-            log.warning(
-                "loaded erdma does not match the chosen driver mode and prepareNode is off: "
-                "pods get what the chosen mode promises but the devices behave as loaded",
-                extra={"mode": self.mode.value, "loaded_compat_mode": loaded},
-            )
-        self.erdma = ErdmaPlugin(
-            ErdmaPolicy(
-                mode=self.mode,
-                slots_per_device=config.slots_per_device,
-                allocate_all=config.allocates_all,
-                exposure=replace(self.exposure, macs=frozenset()),  # none until netdevs are up
-                device_list_strategy=config.device_list_strategy,
-            ),
-            extra_env=self._nccl_env,
-            finish_allocation=self._count_allocation,
-            prestart=self._smcr_prestart() if config.prestart_container else None,
+        startup.warn_loaded_mode(config, self.snapshot, self.mode)
+        self._prepared = False
+        context = PluginContext(
+            config=config,
+            snapshot=self.snapshot,
+            mode=self.mode,
+            exposure=self.exposure,
+            exposed=self.exposed,
+            runner=self.runner,
+            metrics=self.metrics,
+            reports=self.reports,
+            nccl_env=self._nccl_env,
             cdi_ready=lambda: self.cdi_spec.current,
         )
-        self._prepared = False
-        self.shared = [
-            SharedPlugin(
-                resource,
-                host_root=config.host_root,
-                non_host_network_rdma=config.non_host_network_rdma,
-            )
-            for resource in config.shared_resources
-            if "shared" in config.resources
-        ]
-        check_disjoint(self.snapshot, [p.config for p in self.shared])
-        self.plugins: list[ResourcePlugin] = [*self.shared]
-        if ERDMA_RESOURCE in config.resources:
-            self.plugins.insert(0, self.erdma)
+        self.plugins = [build(context) for build in factories]
         # Local and Regular mode decide which ERIs are exposed; until then DRA publishes nothing
-        self._exposure_decided = ERDMA_RESOURCE not in config.resources
+        self._serves_eris = ERDMA_RESOURCE in config.resources  # not the shared DaemonSet
+        self._exposure_decided = not self._serves_eris
         self.dra = self._dra_driver() if config.dra.enabled else None
         self._publish(self.snapshot)
-        if ERDMA_RESOURCE in config.resources:
-            startup.refuse_never_servable(config, self.snapshot, self.exposure, self.erdma)
         self.manager = PluginManager(
-            self.plugins,
+            [servicer for plugin in self.plugins for servicer in plugin.servicers],
             registry=self.registry,
             kubelet_root=config.kubelet_dir,
             watch_mode=config.watch_mode,
@@ -139,27 +120,14 @@ class Agent:
         self.supervisor = Supervisor(self._background_tasks(), log)
 
     def _publish(self, snapshot: DeviceSnapshot) -> None:
-        try:
-            check_disjoint(snapshot, [p.config for p in self.shared])
-            self._overlap = ""
-        except ValueError as exc:  # a device hot-added under two selectors
-            if str(exc) != self._overlap:
-                log.error("shared resources overlap; fix sharedResources[].selectors",
-                          extra={"reason": str(exc)})  # fmt: skip
-            self._overlap = str(exc)
-        # a device the DRA driver publishes is never also advertised by a device plugin
-        owned = dra_owned(self.config.dra, snapshot.devices)
-        plugins_view = replace(
-            snapshot, devices=tuple(d for d in snapshot.devices if d.name not in owned)
-        )
-        self.erdma.update(plugins_view)
-        self.reports.health_changes(self.erdma.health)
+        view = plugins_view(snapshot, self.config.dra)
+        for plugin in self.plugins:
+            plugin.update(view)
         self.reports.skipped(snapshot)
-        for plugin in self.shared:
-            plugin.update(plugins_view)
         self._publish_dra(snapshot)
         if self.config.device_list_strategy.uses_cdi:
-            self.cdi_spec.update(snapshot, with_rdma_cm=self.erdma.wants_rdma_cm)
+            # pods get rdma_cm only in the default (iWARP) mode, as `aliyun/erdma` hands it out
+            self.cdi_spec.update(snapshot, with_rdma_cm=self.mode is DriverMode.DEFAULT)
 
     def _cdi_unwritable(self, problem: str) -> None:
         self.events.emit("Warning", "CdiSpecNotWritten", f"{problem}; pods get device specs")
@@ -185,35 +153,11 @@ class Agent:
         exposure is decided: before, the driver would publish a slice without them over the
         one the last agent left, and register with kubelet while refusing their claims."""
         if self.dra is not None and self._exposure_decided:
-            exposed = self.erdma.policy.exposure.select(snapshot.erdma_devices)
+            exposed = self.exposed.select(snapshot.erdma_devices)
             self.dra.publish(snapshot, exposed={d.name for d in exposed})
 
     def _nccl_env(self, devices: Sequence[RdmaDevice]) -> dict[str, str]:
         return nccl_env(devices, self.mode, self.config.nccl).envs
-
-    def _smcr_prestart(self) -> PreStartHook:
-        """SMC-R in PreStartContainer (path 1): the pod's netns, found via pod-resources + CRI
-        (kubelet's device checkpoint when the pod-resources socket is missing)."""
-        from erdma.agent.smcr import PodNetnsSteps, SmcrConfigurator
-
-        steps = PodNetnsSteps(
-            Sysctls(),
-            pnet_for=lambda netns: default_backend(self.runner, netns),
-            disable_ipv6=self.config.smcr_disable_ipv6,
-        )
-        configurator = SmcrConfigurator(
-            steps,
-            pod_resources_socket=self.config.kubelet_dir / POD_RESOURCES_SOCKET,
-            runtime_socket=self.config.runtime_socket or None,
-            host_root=self.config.host_root,
-            # finds the pod when pod-resources is missing, so pods without SMC-R still start
-            checkpoint=self.config.kubelet_dir / "device-plugins" / KUBELET_CHECKPOINT,
-        )
-
-        async def hook(device_ids: Sequence[str]) -> None:
-            await configurator.prestart(device_ids, self.erdma.pnetid_of)
-
-        return hook
 
     async def _ensure_host_pnet(self) -> None:
         """Each eRDMA device's PNETID in the host pnet table (default/compat), once per change."""
@@ -227,12 +171,6 @@ class Agent:
         await prepare_until_ready(self.config, self.runner, self.mode, gpus, self.events)
         self._prepared = True
         await self._ensure_host_pnet()
-
-    def _count_allocation(
-        self, devices: Sequence[RdmaDevice], allocation: ContainerAllocation
-    ) -> None:
-        for device in devices:
-            self.metrics.allocations.labels(self.erdma.resource_name, device.name).inc()
 
     def rescan(self) -> DeviceSnapshot:
         started = time.perf_counter()
@@ -284,10 +222,9 @@ class Agent:
         metadata = MetadataClient(self.config.metadata_url)
 
         def expose(macs: frozenset[str]) -> None:
-            shown = ", ".join(sorted(macs))
-            reason = f"Regular mode: Ready ERIs {shown}" if macs else (
-                "Regular mode: no device of this node's ERdmaDevice is Ready"
-            )  # fmt: skip
+            reason = "Regular mode: no device of this node's ERdmaDevice is Ready"
+            if macs:
+                reason = f"Regular mode: Ready ERIs {', '.join(sorted(macs))}"
             self._expose(by_macs(macs, reason))
             log.info("exposing the node's Ready ERIs", extra={"macs": sorted(macs)})
 
@@ -307,25 +244,27 @@ class Agent:
 
         metadata = MetadataClient(self.config.metadata_url)
         state = lambda: (self.exposure, self.snapshot)  # noqa: E731 - read at every round
-        await follow_local(state, self._expose, metadata, self.config.rescan_interval,
-                           netns=self.netns)  # fmt: skip
+        interval = self.config.rescan_interval
+        await follow_local(state, self._expose, metadata, interval, netns=self.netns)
 
     def _expose(self, exposure: Exposure) -> None:
-        """Local or Regular mode decided which ERIs to expose: the device plugin and the DRA
-        driver follow at once."""
-        self.erdma.expose(exposure)
+        """Local or Regular mode decided which ERIs to expose: the plugins and the DRA driver
+        follow at once."""
+        for plugin in self.plugins:
+            plugin.expose(exposure)
+        self.exposed = exposure
         self._exposure_decided = True
         self._publish_dra(self.snapshot)
 
     async def _local_instance_id(self) -> None:
         """Local mode without `instanceID`: ask instance metadata; `_local_mode` re-selects."""
         metadata = MetadataClient(self.config.metadata_url)
-        instance = await retry_until_done("reading the instance id from metadata",
-                                          metadata.instance_id, log)  # fmt: skip
+        what = "reading the instance id from metadata"
+        instance = await retry_until_done(what, metadata.instance_id, log)
         rules = parse_rules(self.config.exposed_local_eris)
         self.exposure = select(rules, instance)
-        log.info("local mode device selection", extra={"instance": instance,
-                                                       "rule": self.exposure.reason})  # fmt: skip
+        selection = {"instance": instance, "rule": self.exposure.reason}
+        log.info("local mode device selection", extra=selection)
 
     def _background_tasks(self) -> list[SupervisedTask]:
         """The agent's long-lived work. Every task is restarted with backoff when it dies: the
@@ -340,15 +279,14 @@ class Agent:
             tasks.append(SupervisedTask("metrics", self._serve_metrics, forever=False))
         if self.config.prepare_node:
             tasks.append(SupervisedTask("prepare node", self._prepare_node, forever=False))
-        serves_eris = ERDMA_RESOURCE in self.config.resources  # not the shared DaemonSet
-        if serves_eris and not self.config.local_eri_discovery:
+        if self._serves_eris and not self.config.local_eri_discovery:
             tasks.append(SupervisedTask("regular mode", self._regular_mode, forever=False))
-        elif serves_eris:
+        elif self._serves_eris:
             tasks.append(SupervisedTask("local mode", self._local_mode))
         if (
-            serves_eris
+            self._serves_eris
             and self.config.local_eri_discovery
-            and startup.needs_instance_id(self.config)
+            and (startup.needs_instance_id(self.config))
         ):
             tasks.append(SupervisedTask("instance id", self._local_instance_id, forever=False))
         return tasks
@@ -369,7 +307,8 @@ class Agent:
                 return f"erdma not loaded in driver mode {self.mode.value} yet (see its Events)"
             return None
 
-        return [driver, *(registered(self.manager.runner(p.resource_name)) for p in self.plugins)]
+        served = [registered(self.manager.runner(p.resource_name)) for p in self.manager.plugins]
+        return [driver, *served]
 
     async def run(self, stop: asyncio.Event) -> None:
         async with contextlib.AsyncExitStack() as services:

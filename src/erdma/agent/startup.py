@@ -14,6 +14,7 @@ from erdma.agent.config import AgentConfig, ConfigError
 from erdma.agent.erdma import ErdmaPlugin
 from erdma.agent.exposure import Exposure, by_macs, parse_rules, select
 from erdma.dra import dra_owned
+from erdma.host.driver import DriverMode
 from erdma.host.model import DeviceSnapshot
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,18 @@ def initial_exposure(config: AgentConfig) -> Exposure:
     exposure = select(parse_rules(config.exposed_local_eris), config.instance_id)
     log.info("local mode device selection", extra={"rule": exposure.reason})
     return exposure
+
+
+def warn_loaded_mode(config: AgentConfig, snapshot: DeviceSnapshot, mode: DriverMode) -> None:
+    """Warn when erdma is loaded in another mode than ``mode`` and the agent will not reload
+    it: pods get what the chosen mode promises from devices that behave as loaded."""
+    loaded = snapshot.modules.compat_mode
+    if not config.prepare_node and loaded is not None and loaded != mode.compat_mode:
+        log.warning(
+            "loaded erdma does not match the chosen driver mode and prepareNode is off: "
+            "pods get what the chosen mode promises but the devices behave as loaded",
+            extra={"mode": mode.value, "loaded_compat_mode": loaded},
+        )
 
 
 def needs_instance_id(config: AgentConfig) -> bool:
