@@ -21,14 +21,10 @@ import yaml
 from pydantic import BaseModel
 
 from erdma import settings, settings_values_file
-from erdma.agent.config import (
-    ENV_PREFIX,
-    AgentConfig,
-    SharedResourceConfig,
-    SharedSelectors,
-)
+from erdma.agent.config import ENV_PREFIX, AgentConfig
 from erdma.agent.installer_config import DriverInstallerConfig
 from erdma.agent.nccl import NcclConfig
+from erdma.agent.shared_config import SharedResourceConfig, SharedSelectors
 from erdma.controller.config import ControllerConfig
 from erdma.dra.config import DraConfig
 from erdma.settings_chart import ChartDeclarationError, Declared, declared_values, values_table

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from erdma.agent.config import SharedResourceConfig
+from erdma.agent.shared_config import SharedResourceConfig
 from erdma.sim.kubelet import FakeKubelet
 from erdma.sim.node import SimulatedNode
 

@@ -35,9 +35,18 @@ from pydantic_core import ErrorDetails
 F = Callable[..., Any]
 #: JSON-schema keywords the chart's values.schema.json takes over from a model field
 SCHEMA_KEYS = (
-    "type", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "pattern", "items", "propertyNames", "additionalProperties", "description",
-)  # fmt: skip
+    "type",
+    "enum",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "pattern",
+    "items",
+    "propertyNames",
+    "additionalProperties",
+    "description",
+)
 
 
 #: ``ChartValue.default`` when the chart's default is the setting's own

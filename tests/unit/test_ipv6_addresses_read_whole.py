@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from erdma.agent.config import SharedResourceConfig
 from erdma.agent.shared import SharedPlugin
+from erdma.agent.shared_config import SharedResourceConfig
 from erdma.host.devices import scan
 from erdma.host.ipv6 import global_ipv6_netdevs
 from erdma.sim import fakehost

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from erdma.agent.config import ConfigError, SharedResourceConfig, build_config
+from erdma.agent.config import ConfigError, build_config
 from erdma.agent.shared import SharedPlugin, check_disjoint, matches
+from erdma.agent.shared_config import SharedResourceConfig
 from erdma.deviceplugin.plugin import AllocationError
 from erdma.host.devices import scan
 from erdma.sim import fakehost

@@ -45,8 +45,10 @@ class NodeCdiSpec:
             path = write_spec(spec, self.spec_dir)
         except OSError as exc:
             if str(exc) != self._error:
-                log.error("cannot write the CDI spec: Allocate hands out device specs meanwhile",
-                          extra={"dir": str(self.spec_dir), "error": str(exc)})  # fmt: skip
+                log.error(
+                    "cannot write the CDI spec: Allocate hands out device specs meanwhile",
+                    extra={"dir": str(self.spec_dir), "error": str(exc)},
+                )
                 if self._on_failure is not None:
                     self._on_failure(f"cannot write the CDI spec in {self.spec_dir}: {exc}")
             self._error = str(exc)

@@ -21,112 +21,24 @@ from erdma.agent.config_file import ConfigError, load_file
 from erdma.agent.exposure import parse_rules
 from erdma.agent.installer_config import DriverInstallerConfig
 from erdma.agent.nccl import NcclConfig
+from erdma.agent.shared_config import SharedResourceConfig
 from erdma.cdi import DeviceListStrategy
 from erdma.dra.config import DraConfig
 from erdma.settings import ChartValue
 
 ENV_PREFIX = "ERDMA_"
 FILE_ONLY: dict[str, Any] = {"flag": False}
-# what the chart's schema checks of selector entries, with its own definitions
-GLOBS: dict[str, Any] = {"chart": {"items": {"definition": "glob"}}}
-PCI_IDS: dict[str, Any] = {"chart": {"items": {"definition": "pciId"}}}
 # a device name or glob: name characters, `*`, `?` and balanced `[...]` classes
 _DEVICE_GLOB = r"(?:[A-Za-z0-9_.*?-]|\[!?[A-Za-z0-9_.*?-]+\])+"
 _INSTANCE = r"i-([A-Za-z0-9][A-Za-z0-9-]*|\*)"
 EXPOSED_ERI_PATTERN = rf"^\s*{_INSTANCE}\s+{_DEVICE_GLOB}(/{_DEVICE_GLOB})*\s*$"
 
 
-CharKind = Literal["uverbs", "rdma_cm", "umad", "issm"]
 ResourceKind = Literal["aliyun/erdma", "shared"]
-
-
-def _default_chars() -> list[CharKind]:
-    return ["uverbs", "rdma_cm"]
 
 
 def _default_resources() -> list[ResourceKind]:
     return ["aliyun/erdma"]
-
-
-class SharedSelectors(BaseModel):
-    """Which RDMA devices form a shared resource; every non-empty list must match (AND).
-
-    The default selects Mellanox `mlx5_core` HCAs, what Lingjun nodes carry.
-    """
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    ibdev_names: list[str] = Field(
-        default_factory=list, alias="ibdevNames", json_schema_extra=GLOBS
-    )
-    drivers: list[str] = Field(
-        default_factory=lambda: ["mlx5_core"],
-        json_schema_extra={"chart": {"items": {"type": "string", "minLength": 1}}},
-    )
-    vendors: list[str] = Field(default_factory=list, json_schema_extra=PCI_IDS)  # e.g. "15b3"
-    device_ids: list[str] = Field(
-        default_factory=list, alias="deviceIDs", json_schema_extra=PCI_IDS
-    )
-    netdev_names: list[str] = Field(
-        default_factory=list, alias="netdevNames", json_schema_extra=GLOBS
-    )
-
-    @field_validator("ibdev_names", "netdev_names")
-    @classmethod
-    def _globs(cls, values: list[str]) -> list[str]:
-        for value in values:
-            if not value or value.count("[") != value.count("]"):
-                raise ValueError(
-                    f"{value!r} is not a valid glob: use names with *, ? and balanced [...]"
-                )
-        return values
-
-    @field_validator("vendors", "device_ids")
-    @classmethod
-    def _pci_ids(cls, values: list[str]) -> list[str]:
-        for value in values:
-            digits = value.lower().removeprefix("0x")
-            if not (1 <= len(digits) <= 4) or any(c not in "0123456789abcdef" for c in digits):
-                raise ValueError(f"{value!r} is not a PCI id: use 4 hex digits such as '15b3'")
-        return values
-
-
-class SharedResourceConfig(BaseModel):
-    """One shared resource such as `rdma/hca: 1k` (every pod gets every selected HCA)."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    name: Annotated[
-        str, ChartValue("sharedRdma.resourceName", description="extended resource name")
-    ] = Field("rdma/hca", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9][-A-Za-z0-9_.]*$")
-    capacity: Annotated[
-        int,
-        ChartValue(
-            "sharedRdma.capacity",
-            description="slots per node (1000 shows as 1k); one slot gives a container every "
-            "selected HCA",
-        ),
-    ] = Field(1000, ge=1, le=100000)
-    selectors: Annotated[
-        SharedSelectors,
-        ChartValue(
-            "sharedRdma.selectors",
-            description="which RDMA devices are shared: ibdevNames, drivers, vendors, deviceIDs, "
-            "netdevNames; every non-empty list must match",
-        ),
-    ] = Field(default_factory=SharedSelectors)
-    required_char_devices: Annotated[
-        list[CharKind],
-        ChartValue(
-            "sharedRdma.requiredCharDevices",
-            description="char devices that must exist for the slots to be Healthy: uverbs, "
-            "rdma_cm, umad, issm",
-        ),
-    ] = Field(
-        default_factory=_default_chars,
-        alias="requiredCharDevices",
-        json_schema_extra={"chart": {"uniqueItems": True}},
-    )
 
 
 class AgentConfig(BaseModel):
@@ -458,34 +370,6 @@ def _check_file_types(file: Path, values: dict[str, Any]) -> None:
         wrong = [e for e in exc.errors() if e["type"].endswith("_type")]
         if wrong:
             raise ConfigError(f"config file {file}: {_explain(wrong, flags=False)}") from None
-
-
-def check_startup(config: AgentConfig) -> None:
-    """What the model cannot know: paths on this node that must be of the right kind before
-    anything starts (a host root or kubeconfig that is missing, a kubelet dir that is a file)."""
-    problems = []
-    existing = next((p for p in (config.kubelet_dir, *config.kubelet_dir.parents) if
-                     p.exists()), None)  # fmt: skip
-    if existing is not None and not existing.is_dir():
-        where = "is" if existing == config.kubelet_dir else f"is under {existing}, which is"
-        problems.append(
-            f"kubeletDir (--kubelet-dir)={str(config.kubelet_dir)!r}: {where} a file, not a "
-            "directory; use kubelet's root directory such as /var/lib/kubelet"
-        )
-    if not config.host_root.is_dir():
-        why = "is not a directory" if config.host_root.exists() else "no such directory"
-        problems.append(
-            f"hostRoot (--host-root)={str(config.host_root)!r}: {why}; give the directory "
-            "where the host's /sys, /dev and /proc are (/ on the node, /host in a pod)"
-        )
-    if config.kubeconfig and not Path(config.kubeconfig).is_file():
-        why = "is not a file" if Path(config.kubeconfig).exists() else "no such file"
-        problems.append(
-            f"kubeconfig (--kubeconfig)={config.kubeconfig!r}: {why}; give an existing "
-            "kubeconfig or leave it empty for in-cluster access"
-        )
-    if problems:
-        raise ConfigError("invalid agent configuration: " + "; ".join(problems))
 
 
 def _field_name(key: str) -> str:

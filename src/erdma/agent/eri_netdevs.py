@@ -59,8 +59,13 @@ class RegularExposure:
                     result = await self.bring_up(d, mtu)
                 except (MetadataError, NetdevError, OSError) as exc:
                     if self._failing.get(key[0]) != str(exc):  # once per error, not per retry
-                        log.warning("%s (%s) is Ready but its netdev is not up yet (%s); "
-                                    "not exposed, retrying", d.id, d.mac, exc)  # fmt: skip
+                        log.warning(
+                            "%s (%s) is Ready but its netdev is not up yet (%s); "
+                            "not exposed, retrying",
+                            d.id,
+                            d.mac,
+                            exc,
+                        )
                     self._failing[key[0]] = str(exc)
                     complete = False
                     continue

@@ -44,8 +44,11 @@ def parse_rules(entries: Iterable[str]) -> tuple[ExposureRule, ...]:
         match = _ENTRY.match(entry.strip())
         patterns = tuple(match.group(2).split("/")) if match else ()
         if not match or not all(_DEVICE.match(p) for p in patterns):
-            brackets = " (a device glob has an unbalanced '[' or ']')" if "[" in entry or (
-                "]" in entry) else ""  # fmt: skip
+            brackets = (
+                " (a device glob has an unbalanced '[' or ']')"
+                if "[" in entry or ("]" in entry)
+                else ""
+            )
             raise ExposureError(
                 f"exposedLocalERIs entry {entry!r} is invalid{brackets}; the accepted form is "
                 f"{ACCEPTED_FORM}"

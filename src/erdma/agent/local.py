@@ -75,9 +75,13 @@ class LocalBringUp:
             try:
                 self._primary = await self.metadata.primary_mac()
             except MetadataError as exc:
-                self._once("primary", "cannot tell the primary ENI from metadata (%s); the ERIs "
-                           "here are not configured or exposed yet, retrying",
-                           logging.WARNING, exc)  # fmt: skip
+                self._once(
+                    "primary",
+                    "cannot tell the primary ENI from metadata (%s); the ERIs "
+                    "here are not configured or exposed yet, retrying",
+                    logging.WARNING,
+                    exc,
+                )
                 return None
             self._logged.pop("primary", None)
         return self._primary
@@ -101,9 +105,12 @@ class LocalBringUp:
         here = await asyncio.to_thread(present_macs, macs, self.netns)
         elsewhere = frozenset(macs - here)
         if elsewhere:
-            self._once("elsewhere", "netdev of %s not in the agent's network namespace: "
-                       "exposed without configuring it",
-                       logging.INFO, ", ".join(sorted(elsewhere)))  # fmt: skip
+            self._once(
+                "elsewhere",
+                "netdev of %s not in the agent's network namespace: exposed without configuring it",
+                logging.INFO,
+                ", ".join(sorted(elsewhere)),
+            )
         else:
             self._logged.pop("elsewhere", None)
         primary = await self._primary_mac() if here else ""
@@ -148,6 +155,8 @@ async def follow_local(
             if (exposure := replace(rule, macs=chosen)) != shown:
                 shown = exposure
                 expose(exposure)
-                log.info("Local mode: exposing the selected ERIs whose netdev is up",
-                         extra={"macs": sorted(chosen)})  # fmt: skip
+                log.info(
+                    "Local mode: exposing the selected ERIs whose netdev is up",
+                    extra={"macs": sorted(chosen)},
+                )
         await asyncio.sleep(interval)

@@ -11,10 +11,11 @@ import click
 
 from erdma import malloc, settings
 from erdma.agent import reference_flags
-from erdma.agent.config import ENV_PREFIX, AgentConfig, ConfigError, build_config, check_startup
+from erdma.agent.config import ENV_PREFIX, AgentConfig, ConfigError, build_config
 from erdma.agent.config_watch import warn_when_changed
 from erdma.agent.exposure import ExposureError
 from erdma.agent.service import Agent
+from erdma.agent.startup import check_startup
 from erdma.aio import SupervisedTask, Supervisor, stop_on_signals
 from erdma.logs import setup_json_logging
 

@@ -85,13 +85,23 @@ async def prepare(
     except DriverError as exc:
         state = loaded_driver(root)
         return PrepareResult(
-            mode, reason, state.loaded, state.compat_mode, (), (),
+            mode,
+            reason,
+            state.loaded,
+            state.compat_mode,
+            (),
+            (),
             Problem(exc.problem, exc.remedy),
-        )  # fmt: skip
+        )
     return PrepareResult(
-        mode, reason, done.driver.loaded, done.driver.compat_mode, done.actions, done.notes,
+        mode,
+        reason,
+        done.driver.loaded,
+        done.driver.compat_mode,
+        done.actions,
+        done.notes,
         installed=done.installed,
-    )  # fmt: skip
+    )
 
 
 async def keep_preparing(
@@ -113,8 +123,10 @@ async def keep_preparing(
         if result.ready:
             log.info(
                 "erdma driver ready: mode %s (%s); %s",
-                result.mode, result.reason, "; ".join(result.actions + result.notes),
-            )  # fmt: skip
+                result.mode,
+                result.reason,
+                "; ".join(result.actions + result.notes),
+            )
             return result
         problem = result.problem or Problem(
             "erdma is not loaded after preparing", "see the kernel log on the node (dmesg)"
@@ -122,8 +134,11 @@ async def keep_preparing(
         if problem != last:
             log.warning(
                 "erdma driver not ready (mode %s, %s): %s; retrying every %gs at most",
-                result.mode, result.reason, problem, backoff.maximum,
-            )  # fmt: skip
+                result.mode,
+                result.reason,
+                problem,
+                backoff.maximum,
+            )
             last = problem
             if on_problem is not None:
                 on_problem(problem)

@@ -55,8 +55,11 @@ def _watch_failed(node_name: str, exc: Exception, last: str) -> str:
     otherwise log at every retry); returns the failure to compare the next one with."""
     failure = f"{type(exc).__name__}: {exc}"
     if failure != last:
-        log.warning("watching ERdmaDevice %s failed (%s); retrying, logged again if the error "
-                    "changes", node_name, exc)  # fmt: skip
+        log.warning(
+            "watching ERdmaDevice %s failed (%s); retrying, logged again if the error changes",
+            node_name,
+            exc,
+        )
     return failure
 
 

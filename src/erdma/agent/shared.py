@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from erdma.agent.config import SharedResourceConfig, SharedSelectors
+from erdma.agent.shared_config import SharedResourceConfig, SharedSelectors
 from erdma.deviceplugin.plugin import (
     AllocationError,
     ContainerAllocation,
@@ -86,9 +86,15 @@ class SharedPlugin(ResourcePlugin):
         healthy, reason = self._health(snapshot, hcas)
         if reason != self._reason:
             level = logging.INFO if healthy else logging.WARNING
-            log.log(level, f"{self.resource_name} {'Healthy' if healthy else 'Unhealthy'}",
-                    extra={"resource": self.resource_name, "reason": reason,
-                           "hcas": [d.name for d in hcas]})  # fmt: skip
+            log.log(
+                level,
+                f"{self.resource_name} {'Healthy' if healthy else 'Unhealthy'}",
+                extra={
+                    "resource": self.resource_name,
+                    "reason": reason,
+                    "hcas": [d.name for d in hcas],
+                },
+            )
         self._hcas, self._reason = hcas, reason
         cm = snapshot.rdma_cm
         self._rdma_cm = cm.path if cm is not None and cm.present else None

@@ -204,9 +204,12 @@ async def find_sandbox(
             boxes = [
                 b
                 for b in await _ready_sandboxes(stub)
-                if (b.metadata.uid == uid if uid else
-                    (b.metadata.namespace, b.metadata.name) == (namespace, name))
-            ]  # fmt: skip
+                if (
+                    b.metadata.uid == uid
+                    if uid
+                    else (b.metadata.namespace, b.metadata.name) == (namespace, name)
+                )
+            ]
             if not boxes:
                 raise SmcrError(f"no ready sandbox for {wanted} at {socket}")
             box = max(boxes, key=lambda b: b.created_at)
@@ -279,15 +282,18 @@ class SmcrConfigurator:
     async def _owner(self, runtime: Path, device_id: str) -> tuple[str, Sandbox] | str:
         """The pod holding `device_id` and its sandbox, or why no pod here can want SMC-R."""
         try:
-            namespace, name = await find_pod(self.pod_resources_socket, device_id,
-                                             self.resource_name)  # fmt: skip
+            namespace, name = await find_pod(
+                self.pod_resources_socket, device_id, self.resource_name
+            )
         except PodResourcesUnavailable as exc:
             missing = str(exc)
         else:
             return await find_sandbox(runtime, namespace, name)
-        uid = checkpoint_pod_uid(self.checkpoint, device_id, self.resource_name) if (
-            self.checkpoint is not None
-        ) else None  # fmt: skip
+        uid = (
+            checkpoint_pod_uid(self.checkpoint, device_id, self.resource_name)
+            if (self.checkpoint is not None)
+            else None
+        )
         if uid:
             return await find_sandbox(runtime, uid=uid)
         asking = await smcr_pods(runtime)
@@ -296,8 +302,11 @@ class SmcrConfigurator:
                 f"{missing}, and the device checkpoint does not name the pod holding {device_id}: "
                 f"it may be one of the pods asking for SMC-R ({', '.join(asking)})"
             )
-        log.warning("SMC-R prestart without pod-resources (%s): no pod on this node asks for "
-                    "SMC-R, so this one does not either", missing)  # fmt: skip
+        log.warning(
+            "SMC-R prestart without pod-resources (%s): no pod on this node asks for "
+            "SMC-R, so this one does not either",
+            missing,
+        )
         return f"device {device_id}: SMC-R not requested by any pod on this node"
 
     @staticmethod

@@ -9,6 +9,7 @@ largest ``slotsPerDevice`` that fits, instead of running and advertising nothing
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from erdma.agent.config import AgentConfig, ConfigError
 from erdma.agent.erdma import ErdmaPlugin
@@ -60,3 +61,32 @@ def refuse_never_servable(
     problem = plugin.never_servable([d for d in candidates if d.name not in owned])
     if problem:
         raise ConfigError(problem)
+
+
+def check_startup(config: AgentConfig) -> None:
+    """What the model cannot know: paths on this node that must be of the right kind before
+    anything starts (a host root or kubeconfig that is missing, a kubelet dir that is a file)."""
+    problems = []
+    existing = next(
+        (p for p in (config.kubelet_dir, *config.kubelet_dir.parents) if p.exists()), None
+    )
+    if existing is not None and not existing.is_dir():
+        where = "is" if existing == config.kubelet_dir else f"is under {existing}, which is"
+        problems.append(
+            f"kubeletDir (--kubelet-dir)={str(config.kubelet_dir)!r}: {where} a file, not a "
+            "directory; use kubelet's root directory such as /var/lib/kubelet"
+        )
+    if not config.host_root.is_dir():
+        why = "is not a directory" if config.host_root.exists() else "no such directory"
+        problems.append(
+            f"hostRoot (--host-root)={str(config.host_root)!r}: {why}; give the directory "
+            "where the host's /sys, /dev and /proc are (/ on the node, /host in a pod)"
+        )
+    if config.kubeconfig and not Path(config.kubeconfig).is_file():
+        why = "is not a file" if Path(config.kubeconfig).exists() else "no such file"
+        problems.append(
+            f"kubeconfig (--kubeconfig)={config.kubeconfig!r}: {why}; give an existing "
+            "kubeconfig or leave it empty for in-cluster access"
+        )
+    if problems:
+        raise ConfigError("invalid agent configuration: " + "; ".join(problems))
