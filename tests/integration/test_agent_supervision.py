@@ -6,23 +6,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import uuid
-from pathlib import Path
 
 import pytest
 
-from erdma.agent.config import build_config
-from erdma.agent.service import Agent
 from erdma.aio import Supervisor
 from erdma.deviceplugin.lifecycle import PluginRunner
-from erdma.host.run import RecordingRunner
-from erdma.sim import fakehost
-from erdma.sim.fakecmds import KmodCommands
-from erdma.sim.kubelet import FakeKubelet
-from tests.fakes.kubeapi import KubeApiServer
+from tests.integration.agent_support import ERDMA, start_agent
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
-ERDMA = "aliyun/erdma"
 
 # per task: the settings that make the agent run it
 TASK_SETTINGS: dict[str, dict[str, object]] = {
@@ -55,23 +46,6 @@ def fail_first_run(supervisor: Supervisor, name: str) -> None:
         return await task.run()
 
     supervisor.tasks[index] = dataclasses.replace(task, run=run)
-
-
-async def start_agent(
-    kube_api: KubeApiServer, root: Path, **settings: object
-) -> tuple[Agent, FakeKubelet]:
-    host = fakehost.build(root / "host", "default")
-    kmod = KmodCommands(host, installed={"smc", "erdma"})
-    kubelet = FakeKubelet(root / "kubelet" / "device-plugins")
-    await kubelet.start()
-    flags = {
-        "host_root": root / "host", "kubelet_dir": root / "kubelet",
-        "node_name": f"node-{uuid.uuid4().hex[:8]}", "kubeconfig": str(kube_api.kubeconfig),
-        "local_eri_discovery": True, "metrics_port": 0, "rescan_interval": 0.1,
-        "prepare_node": False, **settings,
-    }  # fmt: skip
-    agent = Agent(build_config(environ={}, flags=flags), runner=RecordingRunner(handlers=[kmod]))
-    return agent, kubelet
 
 
 @pytest.mark.parametrize("name", sorted(TASK_SETTINGS))

@@ -18,7 +18,7 @@ import pytest
 from erdma.agent.config import AgentConfig, build_config
 from erdma.agent.main import _serve
 from erdma.logs import JsonFormatter
-from tests.integration.test_agent_supervision import ERDMA, start_agent
+from tests.integration.agent_support import ERDMA, start_agent
 from tests.waiting import until
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
