@@ -30,9 +30,9 @@ from multiprocessing.connection import Connection
 from prometheus_client.samples import Sample
 
 from erdma.controller.cloud import CloudError
-from erdma.controller.ecs import EcsCloud
 from erdma.controller.eri import ensure_eris
 from erdma.controller.metrics import ControllerMetrics
+from erdma.controller.providers.ecs.client import EcsCloud
 from erdma.controller.ratelimit import RetryPolicy, ThrottlePolicy
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, cloud_for, standard_world

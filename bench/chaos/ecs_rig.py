@@ -18,7 +18,7 @@ from typing import Any
 
 from lightkube import AsyncClient, KubeConfig
 
-from erdma.controller.ecs import EcsCloud
+from erdma.controller.providers.ecs.client import EcsCloud
 from erdma.controller.ratelimit import RetryPolicy, ThrottlePolicy
 from erdma.kube import crd
 from tests.fakes.ecs import EcsEmulator

@@ -12,8 +12,8 @@ from erdma.agent.config import AgentConfig, build_config
 from erdma.agent.driver_main import prepare_command
 from erdma.agent.main import agent_command
 from erdma.controller.config import ControllerConfig, load_config
-from erdma.controller.credentials import CredentialSettings, build_credential_client
 from erdma.controller.main import controller_command
+from erdma.controller.providers.ecs.credentials import CredentialSettings, build_credential_client
 from tests.helm_support import Rendered
 from tests.integration.helm_cases import AGENT, CONTROLLER, DRIVER, NODE_A, mounted_agent_config
 

@@ -16,11 +16,11 @@ from erdma.controller.cloud import (
     CloudError,
     owned_tags,
 )
-from erdma.controller.credentials import (
+from erdma.controller.eri import CARD_INDEX_TAG_KEY, cleanup_eris, client_token, ensure_eris
+from erdma.controller.providers.ecs.client import EcsCloud
+from erdma.controller.providers.ecs.credentials import (
     resolve_region,
 )
-from erdma.controller.ecs import EcsCloud
-from erdma.controller.eri import CARD_INDEX_TAG_KEY, cleanup_eris, client_token, ensure_eris
 from erdma.controller.ratelimit import RetryPolicy
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GENERAL_ERI, GPU_TWO_CARDS, NO_ERI, cloud_for, standard_world

@@ -15,14 +15,14 @@ from alibabacloud_credentials.exceptions import CredentialException  # type: ign
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from erdma.controller.credentials import (
+from erdma.controller.providers.ecs.client import EcsCloud
+from erdma.controller.providers.ecs.credentials import (
     CredentialError,
     CredentialSettings,
     build_credential_client,
 )
-from erdma.controller.ecs import EcsCloud
-from erdma.controller.ecs_settings import EcsSettings
-from erdma.controller.sts_token import AddonTokenProvider, parse_token
+from erdma.controller.providers.ecs.settings import EcsSettings
+from erdma.controller.providers.ecs.sts_token import AddonTokenProvider, parse_token
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GENERAL_ERI, standard_world
 

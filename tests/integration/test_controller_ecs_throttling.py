@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from erdma.controller.ecs import EcsCloud
+from erdma.controller.providers.ecs.client import EcsCloud
 from erdma.controller.ratelimit import RetryPolicy, ThrottlePolicy
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GENERAL_ERI, cloud_for, standard_world

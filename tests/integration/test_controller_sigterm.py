@@ -2,7 +2,8 @@
 sends it, and on SIGHUP (a closed terminal), which used to kill it at once.
 
 A standby holds nothing and must not sit out the grace period; a leader releases its Lease on
-the way out, so the standby takes over at once instead of after a lease duration.
+the way out, so the standby takes over at once instead of after a lease duration, and closes
+its connections to the cloud (no "Unclosed client session" from the HTTP client at exit).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.coordination_v1 import Lease
 
 from bench.chaos.apiserver_faults import ControllerProcess
+from tests.fakes.ecs.client import GPU_TWO_CARDS
 from tests.fakes.kubeapi import KubeApiServer
-from tests.integration.controller_support import eventually
+from tests.integration.controller_support import add_node, eventually, ready_device
 
 pytest_plugins = ["tests.integration.conftest_kubeapi", "tests.integration.conftest_controller"]
 
@@ -36,7 +38,7 @@ async def stopped_in_grace(process: ControllerProcess, sig: signal.Signals) -> i
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 async def test_standby_and_leader_stop_promptly(
-    kube_api: KubeApiServer, emu, tmp_path: Path, sig: signal.Signals
+    kube_api: KubeApiServer, emu, k8s: AsyncClient, tmp_path: Path, sig: signal.Signals
 ):
     first = ControllerProcess(tmp_path / "a", kube_api.kubeconfig, emu.endpoint)
     second = ControllerProcess(tmp_path / "b", kube_api.kubeconfig, emu.endpoint)
@@ -47,6 +49,8 @@ async def test_standby_and_leader_stop_promptly(
     try:
         await first.start()
         await eventually(first.leading, timeout=60)
+        node = await add_node(k8s, emu.world.add_instance(GPU_TWO_CARDS.name))
+        await eventually(lambda: ready_device(k8s, node), timeout=60)  # the leader called ECS
         await second.start()
         await eventually(second.health, timeout=60)
         assert not await second.leading()
@@ -59,6 +63,7 @@ async def test_standby_and_leader_stop_promptly(
         for replica in (first, second):
             log = (replica.work / "controller.log").read_text()
             assert "Traceback" not in log and "must run forever" not in log, log[-2000:]
+            assert "Unclosed client session" not in log, log[-2000:]
     finally:
         await first.stop()
         await second.stop()

@@ -18,7 +18,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import ConfigMap, Secret
 
 from erdma.controller.config import parse_config
-from erdma.controller.credentials import CredentialSettings
+from erdma.controller.providers.ecs.credentials import CredentialSettings
 from erdma.kube.client import ERdmaDeviceResource
 from tests.fakes.kubeapi import CRD_MANIFEST, KubeApiServer
 from tests.helm_support import (

@@ -8,7 +8,7 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from erdma.controller.credentials import CredentialSettings, build_credential_client
+from erdma.controller.providers.ecs.credentials import CredentialSettings, build_credential_client
 from tests.helm_support import Rendered, render
 from tests.integration.helm_cases import CONTROLLER
 

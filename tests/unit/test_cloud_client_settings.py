@@ -7,13 +7,13 @@ import random
 
 import pytest
 
-from erdma.controller.credentials import (
+from erdma.controller.providers.ecs.client import EcsCloud
+from erdma.controller.providers.ecs.credentials import (
     CredentialError,
     CredentialSettings,
     build_credential_client,
 )
-from erdma.controller.ecs import EcsCloud
-from erdma.controller.ecs_settings import EcsSettings
+from erdma.controller.providers.ecs.settings import EcsSettings
 from erdma.controller.ratelimit import RetryPolicy, TokenBucket
 
 

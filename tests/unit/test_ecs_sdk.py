@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from erdma.controller import ecs_sdk
+from erdma.controller.providers.ecs import sdk as ecs_sdk
 from tests.unit.import_graph import modules_after
 
 SDK_MODELS = "alibabacloud_ecs20140526.models."
@@ -21,15 +21,19 @@ def _sdk_init() -> str:
 
 def test_the_controller_imports_only_the_models_it_uses():
     """The SDK's package would import all 1,152 model modules; the controller needs a dozen."""
-    modules = modules_after("import erdma.controller.main")
-    assert "erdma.controller.ecs" in modules
+    modules = modules_after(
+        "import erdma.controller.main\n"
+        "from erdma.controller.registry import DEFAULT_PROVIDER, lookup\n"
+        "lookup(DEFAULT_PROVIDER)\n"  # the provider, loaded by name as at start
+    )
+    assert "erdma.controller.providers.ecs.client" in modules
     loaded = {m for m in modules if m.startswith(SDK_MODELS)}
     assert len(loaded) < 20, sorted(loaded)
 
 
 def test_a_request_built_lazily_is_the_sdks_own_class_with_its_wire_names():
     modules = modules_after(
-        "from erdma.controller.ecs import ecs_models\n"
+        "from erdma.controller.providers.ecs.client import ecs_models\n"
         "r = ecs_models.DescribeInstancesRequest(region_id='cn-hangzhou',\n"
         "    instance_ids='[\"i-1\"]')\n"
         "assert type(r).__module__ == (\n"
@@ -54,8 +58,8 @@ def test_an_unknown_name_is_an_attribute_error_naming_it():
     """In a fresh interpreter, so the lazy package answers (not one a test imported whole)."""
     modules_after(
         "import sys\n"
-        "from erdma.controller.ecs import ecs_models\n"
-        "from erdma.controller.ecs_sdk import LazyModels\n"
+        "from erdma.controller.providers.ecs.client import ecs_models\n"
+        "from erdma.controller.providers.ecs.sdk import LazyModels\n"
         "assert isinstance(ecs_models, LazyModels)\n"
         "try:\n"
         "    ecs_models.DescribeNothingRequest\n"
@@ -91,8 +95,8 @@ def test_importlib_sees_the_lazy_package_as_the_sdks_models_package():
     """Tools that ask importlib about the package (pkgutil, debuggers) get the SDK's answer."""
     modules_after(
         "import importlib.util, sys\n"
-        "import erdma.controller.ecs\n"
-        "from erdma.controller.ecs_sdk import MODELS, LazyModels\n"
+        "import erdma.controller.providers.ecs.client\n"
+        "from erdma.controller.providers.ecs.sdk import MODELS, LazyModels\n"
         "assert isinstance(sys.modules[MODELS], LazyModels)\n"
         "spec = importlib.util.find_spec(MODELS)\n"
         "assert spec.name == MODELS and spec.origin.endswith('models/__init__.py')"

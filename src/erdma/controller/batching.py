@@ -10,6 +10,13 @@ With a token bucket, a batch books its request's slot when it opens and stays op
 slot comes due (at least the window): while the account's rate limit holds calls back, the
 look-ups asked for meanwhile ride in one request instead of queueing for one each, at no extra
 latency (the request could not have gone out earlier).
+
+While company keeps coming, a batch also stays open: each look-up that joins it moves its
+close to ``window`` after that look-up, up to ``hold`` after the batch opened. A lone look-up
+still waits only ``window``, and a burst (a fleet joining) closes ``window`` after its last
+look-up; but a steady stream of passes (many Nodes reconciled at a rate below what a fixed
+window gathers) fills one request per ``hold`` instead of one per ``window``, so the calls
+per Node do not depend on whether the account's rate limit happens to be the bottleneck.
 """
 
 from __future__ import annotations
@@ -27,8 +34,10 @@ V = TypeVar("V")
 class Coalescer(Generic[K, V]):
     """``get(key)`` waits up to ``window`` seconds for company, then one ``fetch`` serves all.
 
-    ``fetch`` receives at most ``max_batch`` distinct keys and returns what it found; a key it
-    leaves out is answered with None. Its first call through ``bucket`` uses the slot the batch
+    Each key that joins an open batch keeps it open ``window`` longer, up to ``hold`` seconds
+    (default: ``window``, a fixed window) after it opened. ``fetch`` receives at most
+    ``max_batch`` distinct keys and returns what it found; a key it leaves out is answered with
+    None. Its first call through ``bucket`` uses the slot the batch
     booked (see the module docstring).
     """
 
@@ -39,35 +48,57 @@ class Coalescer(Generic[K, V]):
         window: float,
         max_batch: int,
         bucket: TokenBucket | None = None,
+        hold: float | None = None,
     ) -> None:
         if window < 0 or max_batch < 1:
             raise ValueError(
                 f"batch window {window!r} s / size {max_batch!r} is invalid; use >= 0 and >= 1"
             )
+        hold = window if hold is None else hold
+        if hold < window:
+            raise ValueError(f"batch hold {hold!r} s is shorter than its window {window!r} s")
         self._fetch = fetch
         self._window = window
+        self._hold = hold
         self._max = max_batch
         self._bucket = bucket
         self._keys: dict[K, None] = {}
         self._answer: asyncio.Future[Mapping[K, V]] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0  # loop time at which the open batch's booked slot comes due
+        self._opened = 0.0  # loop time at which the open batch opened
+        self._close_at = 0.0  # loop time at which the open batch closes, unless full first
         self._running: set[asyncio.Task[None]] = set()
 
     async def get(self, key: K) -> V | None:
         """The item for ``key``, fetched together with those asked for by concurrent callers."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         if self._answer is None:
-            loop = asyncio.get_running_loop()
             slot = self._bucket.reserve() if self._bucket is not None else 0.0
-            self._due = loop.time() + slot
+            self._opened, self._due = now, now + slot
             self._answer = loop.create_future()
-            self._timer = loop.call_later(max(self._window, slot), self._flush)
+            self._close_at = now + max(self._window, slot)
+            self._arm()
+        else:  # company: stay open a window longer, within the hold (and the booked slot)
+            self._close_at = max(self._close_at, min(now + self._window, self._opened + self._hold))
         answer = self._answer
         self._keys[key] = None
         if len(self._keys) >= self._max:
             self._flush()
         found = await asyncio.shield(answer)
         return found.get(key)
+
+    def _expire(self, armed_for: float) -> None:
+        """The timer came: close the batch, or wait on when a later look-up moved its close."""
+        if self._close_at > armed_for:
+            self._arm()
+            return
+        self._flush()
+
+    def _arm(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(self._close_at, self._expire, self._close_at)
 
     def _flush(self) -> None:
         """Close the open batch and fetch it in the background."""

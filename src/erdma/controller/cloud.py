@@ -1,38 +1,42 @@
-"""The cloud interface the controller programs against.
+"""The cloud interface the controller programs against, in provider-neutral terms.
 
-Everything the controller needs from Alibaba Cloud ECS is expressed here as frozen dataclasses
-and one ``CloudApi`` protocol of async methods.  The production implementation is
-``erdma.controller.ecs.EcsCloud`` (official SDK, retries, rate limit); tests run that same
-implementation against ``tests.fakes.ecs`` (a local ECS emulator), so nothing here is faked.
+The reconciler needs a handful of operations on the network interfaces of a node (find the
+instance, describe its interfaces, create, attach, convert the primary, tag, detach, delete)
+and a small, closed set of failure kinds to decide what to do next. This module is that
+contract: frozen dataclasses, one ``CloudApi`` protocol of async methods, and ``CloudError``
+with an ``ErrorKind``. A cloud provider (``erdma.controller.providers.<name>``, chosen by
+``erdma.controller.registry``) implements it and maps its own error codes onto the kinds; the
+reconciler never sees a provider's codes except as text for people.
 
-Keeping the interface separate from the SDK wrapper lets the Kubernetes side (reconcilers,
-CRD status) and the pure ERI planner (``erdma.controller.eri``) depend on plain data only.
-
-Stability: this module is a contract.  Additions are backwards compatible; any change to an
-existing name or signature is listed here.
-
-Changes:
-- added ``hint_for`` and ``is_retryable`` (ECS error-code helpers)
-- added ``Instance.eni_ids`` and ``CloudApi.leftover_eris``
+Tests run the ECS provider against ``tests.fakes.ecs`` (a local ECS emulator) and drive the
+reconciler with an in-memory provider defined in the tests alone.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-# Tag keys/values compatible with the reference controller, so ENIs it created are recognised.
+from erdma.controller.config import ControllerConfig
+from erdma.controller.metrics import ControllerMetrics
+
+# The tags by which the controller marks the interfaces it creates and finds them again: every
+# provider stores them with the interface (``create_eri``, ``tag_enis``) and filters by them
+# (``list_enis_by_tags``, ``leftover_eris``). The values are the reference controller's, so
+# interfaces it created are recognised.
 CREATOR_TAG_KEY = "creator"
 CREATOR_TAG_VALUE = "alibabacloud-erdma-controller"
 INSTANCE_ID_TAG_KEY = "instance-id"
 TERWAY_EXCLUDED_TAG_KEY = "terway.alibabacloud.com/excluded"
 
-# ENI life-cycle states as ECS reports them.
+# Interface life-cycle states: a provider reports its own states as these two (or passes an
+# intermediate state through as text, which the reconciler treats as "not yet").
 ENI_AVAILABLE = "Available"
 ENI_IN_USE = "InUse"
 
-# Traffic modes: an ERI is an ENI whose traffic mode is HighPerformance.
+# Traffic modes: an ERI is an interface whose traffic mode is HighPerformance (RDMA).
 TRAFFIC_HIGH_PERFORMANCE = "HighPerformance"
 
 
@@ -45,49 +49,9 @@ def owned_tags(instance_id: str) -> dict[str, str]:
     }
 
 
-RETRYABLE_CODES = frozenset(
-    {
-        "ServiceUnavailable",
-        "InternalError",
-        "UnknownError",
-        "LastTokenProcessing",
-        "Timeout",
-        "NetworkError",
-    }
-)
-HINTS = {
-    "InvalidAccessKeyId": "check accessKeyID in the controller's credential secret",
-    "SignatureDoesNotMatch": "check accessKeySecret in the controller's credential secret",
-    "InvalidSecurityToken": "the STS token expired or is wrong; check the RAM role setup",
-    "Forbidden": "grant ecs:{action} to the controller's RAM user or role (README: RAM policy)",
-    "NoPermission": "grant ecs:{action} to the controller's RAM user or role (README: RAM policy)",
-    "QuotaExceed": "the instance or account quota is used up; free ENIs or raise the quota",
-    "InvalidParameter": "ECS rejected a parameter; check the instance type supports eRDMA",
-    "MissingParameter": "ECS rejected the request as incomplete",
-    "Throttling": "ECS rate limit reached; lower ecsRateLimit or ask for a higher API quota",
-    "Timeout": "ECS did not answer in time; check the endpoint and the network path to it",
-    "NetworkError": "could not reach the ECS endpoint; check ecsEndpoint and DNS/network",
-    "InvalidRegionId": "check region in the controller config",
-    "Credential": "credentials could not be obtained; check credentials.type and its inputs",
-}
-
-
-def hint_for(code: str, action: str) -> str:
-    """What a person can do about an ECS error code (empty when nothing useful to say)."""
-    for prefix, text in HINTS.items():
-        if code.startswith(prefix):
-            return text.format(action=action)
-    return ""
-
-
-def is_retryable(code: str, http_status: int) -> bool:
-    """Throttling, server-side failures and timeouts can succeed later; 4xx otherwise cannot."""
-    return code.startswith("Throttling") or code in RETRYABLE_CODES or http_status >= 500
-
-
 @dataclass(frozen=True)
 class Instance:
-    """An ECS instance as far as ERI management cares."""
+    """A cloud instance (the machine behind a Node) as far as ERI management cares."""
 
     id: str
     region: str
@@ -105,7 +69,7 @@ class Instance:
 
 @dataclass(frozen=True)
 class InstanceTypeCaps:
-    """The eRDMA-relevant limits of an instance type (``DescribeInstanceTypes``)."""
+    """The eRDMA-relevant limits of an instance type."""
 
     instance_type: str
     eri_quantity: int
@@ -123,8 +87,8 @@ class InstanceTypeCaps:
 class Eni:
     """An elastic network interface; an ERI when ``traffic_mode`` is HighPerformance.
 
-    ``card_index`` is ``Attachment.NetworkCardIndex`` (0 when ECS omits it or the ENI is not
-    attached); ``instance_id`` is empty when the ENI is not attached to anything.
+    ``card_index`` is the network card it is attached on (0 when the provider does not say or
+    the interface is not attached); ``instance_id`` is empty when it is attached to nothing.
     """
 
     id: str
@@ -150,15 +114,37 @@ class Eni:
         return self.tags.get(CREATOR_TAG_KEY) == CREATOR_TAG_VALUE
 
 
-class CloudError(Exception):
-    """A failed cloud call, with the ECS error code, the API action and a hint for people.
+class ErrorKind(enum.Enum):
+    """What a failed cloud call means to the reconciler: the closed set it switches on.
 
-    ``retryable`` is true for throttling, 5xx and timeouts; the SDK wrapper has already retried
-    those before raising, so callers should requeue rather than loop.
+    A provider maps each of its error codes to one kind; anything it cannot place is
+    ``REFUSED`` (a retry of the same request cannot help) or ``TRANSIENT`` (it may).
+    """
+
+    THROTTLED = "throttled"  # the provider's rate limit: try again later
+    TRANSIENT = "transient"  # 5xx, timeouts, network errors: try again later
+    NOT_FOUND = "not-found"  # the instance, type or interface does not exist (any more)
+    CONFLICT = "state-conflict"  # the resource is in a state that does not allow the call yet
+    QUOTA = "quota"  # a quota is used up
+    REFUSED = "refused"  # denied or invalid: a retry of the same request cannot help
+
+    @property
+    def retryable(self) -> bool:
+        """Throttled and transient failures can succeed later as they are."""
+        return self in (ErrorKind.THROTTLED, ErrorKind.TRANSIENT)
+
+
+class CloudError(Exception):
+    """A failed cloud call: its kind, the provider's code and action, and a hint for people.
+
+    ``code`` and ``action`` are the provider's own words, for messages and metrics only; the
+    reconciler decides on ``kind``. Retryable kinds have already been retried by the provider
+    before it raises, so callers should requeue rather than loop.
     """
 
     def __init__(
         self,
+        kind: ErrorKind,
         code: str,
         action: str,
         message: str,
@@ -166,15 +152,14 @@ class CloudError(Exception):
         hint: str = "",
         request_id: str = "",
         http_status: int = 0,
-        retryable: bool = False,
     ) -> None:
+        self.kind = kind
         self.code = code
         self.action = action
         self.message = message
         self.hint = hint
         self.request_id = request_id
         self.http_status = http_status
-        self.retryable = retryable
         text = f"{action} failed: {code}: {message}"
         if hint:
             text += f" (hint: {hint})"
@@ -182,30 +167,37 @@ class CloudError(Exception):
             text += f" [RequestId {request_id}]"
         super().__init__(text)
 
+    @property
+    def retryable(self) -> bool:
+        """A retry later can succeed (throttled, transient)."""
+        return self.kind.retryable
+
 
 class CloudApi(Protocol):
-    """Async ECS operations used by the controller.  All calls are idempotent where ECS allows.
+    """Async operations on a node's network interfaces, all idempotent where the cloud allows.
 
-    Implementations raise ``CloudError`` for any failure the caller should see.
+    Implementations raise ``CloudError`` for any failure the caller should see, and count their
+    calls in ``metrics`` (the controller serves that registry at ``/metrics``).
     """
 
     region: str
+    metrics: ControllerMetrics
 
     async def find_instance(
         self, instance_id: str | None = None, private_ip: str | None = None
     ) -> Instance | None:
         """Look an instance up by id, else by private IP; None when nothing matches.
 
-        Raises ``CloudError`` (code ``AmbiguousPrivateIp``) when an IP matches several.
+        Raises ``CloudError`` (``REFUSED``) when an IP matches several.
         """
         ...
 
     async def instance_type_caps(self, instance_type: str) -> InstanceTypeCaps:
-        """Limits of one instance type; raises ``CloudError`` when ECS does not know it."""
+        """Limits of one instance type; raises ``CloudError`` (``NOT_FOUND``) for an unknown one."""
         ...
 
     async def jumbo_frame(self, instance_id: str) -> bool:
-        """``DescribeInstanceAttribute.EnableJumboFrame``."""
+        """Whether the instance has jumbo frames enabled."""
         ...
 
     async def list_enis(self, instance_id: str) -> list[Eni]:
@@ -232,14 +224,14 @@ class CloudApi(Protocol):
         client_token: str,
         tags: Mapping[str, str],
     ) -> Eni:
-        """Create a HighPerformance ENI in the instance's vSwitch and security groups.
+        """Create a HighPerformance interface in the instance's subnet and security groups.
 
         The same ``client_token`` always yields the same ENI, so a retried call is safe.
         """
         ...
 
     async def attach_eri(self, eni_id: str, instance_id: str, card_index: int) -> None:
-        """Start attaching an ENI on a network card; ECS completes it asynchronously."""
+        """Start attaching an interface on a network card; the cloud completes it later."""
         ...
 
     async def convert_primary(self, eni_id: str, queue_pair_number: int) -> None:
@@ -247,7 +239,7 @@ class CloudApi(Protocol):
         ...
 
     async def detach_eni(self, eni_id: str, instance_id: str) -> None:
-        """Start detaching an ENI; ECS completes it asynchronously."""
+        """Start detaching an interface; the cloud completes it later."""
         ...
 
     async def delete_eni(self, eni_id: str) -> None:
@@ -257,3 +249,26 @@ class CloudApi(Protocol):
     async def tag_enis(self, eni_ids: Sequence[str], tags: Mapping[str, str]) -> None:
         """Add (or overwrite) tags on ENIs."""
         ...
+
+    async def close(self) -> None:
+        """Release what the client holds open (its HTTP connections) when the controller stops."""
+        ...
+
+
+@dataclass(frozen=True)
+class ProviderContext:
+    """What a provider is built from besides the controller config: the command line's
+    credential file and metadata-service URL, the process environment, and the metrics its
+    calls are counted in (the controller serves them)."""
+
+    credential_path: str
+    metadata_url: str
+    metrics: ControllerMetrics
+    environ: Mapping[str, str]
+
+
+class BuildCloud(Protocol):
+    """A provider's entry point (its module's ``build``): a ready ``CloudApi``, or a
+    ``ValueError`` whose message names the bad input and the fix."""
+
+    async def __call__(self, config: ControllerConfig, context: ProviderContext) -> CloudApi: ...

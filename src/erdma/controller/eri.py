@@ -4,9 +4,9 @@
 (``erdma.controller.eri_plan``), act (create, attach, convert: the cards side by side) and
 report per-card status.
 Creates carry a deterministic ClientToken, so a pass interrupted between create and attach
-finishes in the next one without a duplicate. When ECS refuses to convert the primary ENI
-(the traffic-mode parameter is an invitational preview some accounts may not use), card 0 gets
-a newly created ERI instead, so the card is served rather than failed for good.
+finishes in the next one without a duplicate. When the cloud refuses to convert the primary
+ENI (on ECS the traffic-mode parameter is an invitational preview some accounts may not use),
+card 0 gets a newly created ERI instead, so the card is served rather than failed for good.
 
 ``cleanup_eris`` detaches and deletes only ENIs this controller created for an instance; with
 ``keep_attached`` it leaves those still attached (a running instance keeps its ERIs).
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from erdma.aio import all_or_cancel, both
@@ -27,6 +28,7 @@ from erdma.controller.cloud import (
     CloudApi,
     CloudError,
     Eni,
+    ErrorKind,
     Instance,
     InstanceTypeCaps,
     owned_tags,
@@ -38,7 +40,6 @@ from erdma.controller.eri_plan import (
     CREATE,
     KEEP,
     CardPlan,
-    EriPlan,
     card_count,
     plan_eris,
     queue_pair_total,
@@ -221,18 +222,23 @@ async def ensure_eris(
     """
     enis = await _attached(cloud, instance)
     plan = plan_eris(instance, caps, enis, manage_non_owned=manage_non_owned)
+    if not plan.supported:  # the instance type decides it, whatever the leftovers
+        return EnsureResult(False, (), plan.problem)
+    tagging = _backfill_tags(cloud, instance, plan.cards)
     if plan.creates:
-        leftovers = await cloud.leftover_eris(instance.id)
+        # the ENIs the instance has are tagged while leftovers are looked for, so every pass
+        # that looked its ENIs up in one batch tags them in one request too, whether or not
+        # it goes on to look for leftovers; the leftovers (already tagged when ours) follow
+        leftovers, _ = await both(cloud.leftover_eris(instance.id), tagging)
         plan = plan_eris(
             instance, caps, enis, leftovers=leftovers, manage_non_owned=manage_non_owned
         )
-    if not plan.supported:
-        return EnsureResult(False, (), plan.problem)
+        tagging = _backfill_tags(cloud, instance, [c for c in plan.cards if c.action == ATTACH])
     # cards do not depend on each other, nor the tags on the cards' calls: one pass waits for
     # its slowest call chain (create then attach), not for every call in turn
     devices, _ = await both(
         all_or_cancel(*(_apply(cloud, instance, card, token_salt) for card in plan.cards)),
-        _backfill_tags(cloud, instance, plan),
+        tagging,
     )
     return EnsureResult(True, tuple(devices), plan.problem, plan.card_count)
 
@@ -252,14 +258,14 @@ def _wanted_tags(eni: Eni, instance_id: str) -> dict[str, str]:
     return {k: v for k, v in owned_tags(instance_id).items() if k != CREATOR_TAG_KEY}
 
 
-async def _backfill_tags(cloud: CloudApi, instance: Instance, plan: EriPlan) -> None:
+async def _backfill_tags(cloud: CloudApi, instance: Instance, cards: Sequence[CardPlan]) -> None:
     """Tag adopted ERIs so Terway leaves them alone; best effort, like the reference.
 
     A converted primary ENI is found through its instance, never by tag, so it gets the Terway
     exclusion only: every primary then carries the same tags and one request tags 50 of them.
     """
     groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
-    for card in plan.cards:
+    for card in cards:
         if card.eni is None:
             continue
         wanted = _wanted_tags(card.eni, instance.id)
@@ -290,11 +296,6 @@ class CleanupResult:
         return not self.detaching and not self.errors
 
 
-def _gone(exc: CloudError) -> bool:
-    """The ENI no longer exists (another pass deleted it first): nothing is left to clean."""
-    return exc.code.startswith("InvalidEniId.NotFound")
-
-
 async def cleanup_eris(
     cloud: CloudApi, instance_id: str, *, keep_attached: bool = False
 ) -> CleanupResult:
@@ -323,6 +324,6 @@ async def cleanup_eris(
                 await cloud.detach_eni(eni.id, eni.instance_id)
             detaching.append(eni.id)
         except CloudError as exc:
-            if not _gone(exc):
+            if exc.kind is not ErrorKind.NOT_FOUND:  # gone already: nothing is left to clean
                 errors.append(f"{eni.id}: {exc}")
     return CleanupResult(tuple(deleted), tuple(detaching), tuple(errors), tuple(kept))

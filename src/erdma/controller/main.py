@@ -25,25 +25,17 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from erdma.aio import Heartbeat, OnFailure, SupervisedTask, Supervisor, stop_on_signals
-from erdma.controller.cloud import CloudApi
+from erdma.controller.cloud import CloudApi, ProviderContext
 from erdma.controller.config import DEFAULT_CONFIG_PATH, ConfigError, ControllerConfig, load_config
-from erdma.controller.credentials import (
-    DEFAULT_CREDENTIAL_PATH,
-    METADATA_URL,
-    CredentialError,
-    CredentialSettings,
-    build_credential_client,
-    resolve_region,
-)
-from erdma.controller.ecs import EcsCloud
-from erdma.controller.ecs_settings import EcsSettings
 from erdma.controller.handlers import run_operator
 from erdma.controller.metrics import ControllerMetrics
 from erdma.controller.reconcile import NodeReconciler
+from erdma.controller.registry import build_cloud
 from erdma.controller.serving import ServingLoop
 from erdma.controller.watch_guard import WatchHealth
 from erdma.controller.webhook_certs import WebhookCertError
 from erdma.controller.webhooks import start_webhooks
+from erdma.host.metadata import DEFAULT_BASE_URL
 from erdma.kube.client import KubeApi, new_client
 from erdma.kube.events import EventRecorder
 from erdma.kube.leader import LeaderElector
@@ -53,6 +45,8 @@ log = logging.getLogger(__name__)
 
 #: a loop silent this long is wedged (it beats every second)
 WEDGED_AFTER = 30.0
+#: where the chart mounts the cloud provider's credential file
+DEFAULT_CREDENTIAL_PATH = "/etc/erdma-controller-credential/credential.json"
 
 
 class Health:
@@ -122,8 +116,8 @@ async def run_controller(
     Without ``stop`` (the `erdma controller` command), SIGTERM, SIGINT and SIGHUP stop it
     through its shutdown path: the operator stops, the Lease is released, the exit code is 0.
 
-    The metrics served are ``controller_metrics``, by default those of ``cloud`` when it is an
-    ``EcsCloud`` (so ECS calls and reconciles share one registry).
+    The metrics served are ``controller_metrics``, by default those ``cloud`` counts its calls
+    in (so cloud calls and reconciles share one registry).
 
     The background work runs under one `Supervisor`: the webhook certificate keeper restarts
     with backoff when it dies (the served certificate stays valid meanwhile), while a failure
@@ -144,9 +138,7 @@ async def run_controller(
             identity or f"{socket.gethostname()}_{uuid.uuid4()}",
             config.lease_duration_seconds,
         )
-    if controller_metrics is None:
-        own = cloud.metrics if isinstance(cloud, EcsCloud) else None
-        controller_metrics = own or ControllerMetrics()
+    controller_metrics = controller_metrics or cloud.metrics
     health = Health(elector)  # before serving: a starting replica must not read as leader
     port = config.health_port if health_port is None else health_port
     serving = ServingLoop()
@@ -194,24 +186,6 @@ async def run_controller(
             await elector.client.close()
 
 
-async def build_cloud(
-    config: ControllerConfig, credential_path: str, metadata_url: str
-) -> EcsCloud:
-    """The ECS client from config and ``credential.json``; raises with a clear message."""
-    region = await resolve_region(config.region, base_url=metadata_url)
-    credential = build_credential_client(CredentialSettings.from_file(credential_path))
-    settings = EcsSettings(
-        region=region,
-        endpoint=config.ecs_endpoint,
-        protocol=config.ecs_protocol,
-        public_network=os.environ.get("PUBLIC_NETWORK", "").lower() == "true",
-        rate_limit=config.ecs_rate_limit,
-        burst=config.ecs_burst,
-        timeout_seconds=config.ecs_timeout_seconds,
-    )
-    return EcsCloud(settings, credential)
-
-
 class StartupError(click.ClickException):
     """A bad config, kubeconfig, credential file or region at start: exit code 2, reported
     in one line like every `erdma` error (erdma.cli)."""
@@ -229,7 +203,7 @@ class StartupError(click.ClickException):
 )
 @click.option("--kubeconfig", default=None, help="kubeconfig file; default: in-cluster")
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
-@click.option("--metadata-url", default=METADATA_URL, show_default=True, hidden=True)
+@click.option("--metadata-url", default=DEFAULT_BASE_URL, show_default=True, hidden=True)
 @click.option("-v", "--verbose", is_flag=True, help="debug logging")
 def controller_command(
     config_path: str,
@@ -253,15 +227,18 @@ def controller_command(
         raise StartupError(str(exc)) from None
 
     async def main() -> Any:
+        context = ProviderContext(credential_path, metadata_url, ControllerMetrics(), os.environ)
         try:
-            cloud = await build_cloud(config, credential_path, metadata_url)
-        except (CredentialError, ValueError) as exc:
+            cloud = await build_cloud(config, context)
+        except ValueError as exc:
             raise StartupError(str(exc)) from None
         log.info("controller starting: %r", cloud)
         try:
             await run_controller(config, cloud, kubeconfig=kubeconfig, leader_elect=leader_elect)
         except (WebhookCertError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
+        finally:
+            await cloud.close()
 
     try:
         asyncio.run(main())

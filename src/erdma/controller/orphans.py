@@ -32,6 +32,7 @@ from erdma.controller.cloud import (
     CloudApi,
     CloudError,
     Eni,
+    ErrorKind,
 )
 from erdma.controller.config import ControllerConfig
 from erdma.controller.eri import CleanupResult, cleanup_eris
@@ -147,7 +148,7 @@ class OrphanSweeper:
             try:
                 await self.cloud.delete_eni(eni.id)
             except CloudError as exc:
-                if not exc.code.startswith("InvalidEniId.NotFound"):
+                if exc.kind is not ErrorKind.NOT_FOUND:
                     errors.append(f"{eni.id}: {exc}")
                     waiting.append(eni.id)
                 continue

@@ -1,16 +1,17 @@
 """Point the production ``EcsCloud`` (and the raw SDK) at an emulator.
 
 Used by tests, the benchmark and ``erdma sim``: the only differences from production are
-the endpoint, plain HTTP, and the AccessKey the emulator knows.
+the endpoint, plain HTTP (or HTTPS with a test CA, ``tests.fakes.ecs.tls``), and the AccessKey
+the emulator knows.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from erdma.controller.credentials import CredentialSettings, build_credential_client
-from erdma.controller.ecs import EcsCloud
-from erdma.controller.ecs_settings import EcsSettings
+from erdma.controller.providers.ecs.client import EcsCloud
+from erdma.controller.providers.ecs.credentials import CredentialSettings, build_credential_client
+from erdma.controller.providers.ecs.settings import EcsSettings
 from erdma.controller.ratelimit import RetryPolicy, ThrottlePolicy
 from tests.fakes.ecs.server import DEFAULT_ACCESS_KEY_ID, DEFAULT_ACCESS_KEY_SECRET, EcsEmulator
 from tests.fakes.ecs.state import EcsWorld, InstanceType
@@ -50,15 +51,16 @@ def cloud_for(
     timeout_seconds: float = 2.0,
     retry: RetryPolicy = FAST_RETRY,
     throttle: ThrottlePolicy = FAST_THROTTLE,
+    protocol: str = "HTTP",
 ) -> EcsCloud:
-    """An ``EcsCloud`` talking HTTP to ``emulator`` with the given AccessKey."""
+    """An ``EcsCloud`` talking ``protocol`` to ``emulator`` with the given AccessKey."""
     credential = build_credential_client(
         CredentialSettings("access_key", access_key_id, access_key_secret)
     )
     settings = EcsSettings(
         region=emulator.world.region,
         endpoint=emulator.endpoint,
-        protocol="HTTP",
+        protocol=protocol,
         rate_limit=rate_limit,
         burst=rate_limit if burst is None else burst,
         timeout_seconds=timeout_seconds,

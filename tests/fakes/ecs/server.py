@@ -1,7 +1,8 @@
 """The ECS emulator's HTTP front: the OpenAPI endpoint and the instance metadata service.
 
 The official SDK is pointed at it with ``endpoint="127.0.0.1:<port>"`` and
-``protocol="HTTP"``; nothing in the client is replaced.  The same port also answers the ECS
+``protocol="HTTP"``, or ``"HTTPS"`` when the emulator is given a server ``tls`` context
+(``tests.fakes.ecs.tls``); nothing in the client is replaced.  The same port also answers the ECS
 metadata paths (IMDSv2) that the agent and the credential code read from 100.100.100.200:
 at the root for one instance (``metadata_url``), and under ``/instances/<id>`` for each
 instance (``metadata_url_for``), which real ECS tells apart by the caller's address and many
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import ssl
 import threading
 import time
 import uuid
@@ -46,6 +48,7 @@ class EcsEmulator(AsyncService):
         world: EcsWorld | None = None,
         *,
         access_keys: dict[str, str] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.world = world or EcsWorld()
         self.faults = FaultPlan()
@@ -53,6 +56,9 @@ class EcsEmulator(AsyncService):
         self.denied_actions: set[str] = set()
         self.metadata_instance_id = ""
         self.port = 0
+        self.tls = tls
+        #: (address, port) of each client connection the OpenAPI was called over
+        self.api_connections: set[tuple[str, int]] = set()
         self._imds_tokens: dict[str, float] = {}
         self._runner: web.AppRunner | None = None
 
@@ -60,17 +66,22 @@ class EcsEmulator(AsyncService):
 
     @property
     def endpoint(self) -> str:
-        """``host:port`` for the SDK's ``Config.endpoint`` (with ``protocol="HTTP"``)."""
+        """``host:port`` for the SDK's ``Config.endpoint`` (with ``protocol``)."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def protocol(self) -> str:
+        """The SDK's ``protocol`` for this endpoint: HTTPS when served with ``tls``."""
+        return "HTTP" if self.tls is None else "HTTPS"
 
     @property
     def metadata_url(self) -> str:
         """Base URL replacing ``http://100.100.100.200``."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.protocol.lower()}://127.0.0.1:{self.port}"
 
     def metadata_url_for(self, instance_id: str) -> str:
         """Base URL of the metadata service as instance ``instance_id`` sees it."""
-        return f"http://127.0.0.1:{self.port}/instances/{instance_id}"
+        return f"{self.metadata_url}/instances/{instance_id}"
 
     # --- life cycle ------------------------------------------------------------------------
 
@@ -83,7 +94,7 @@ class EcsEmulator(AsyncService):
             app.router.add_get(f"{prefix}/latest/meta-data/{{path:.*}}", self._imds_get)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        site = web.TCPSite(self._runner, "127.0.0.1", port, ssl_context=self.tls)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
 
@@ -129,6 +140,8 @@ class EcsEmulator(AsyncService):
             verify_v2(request.method, params, self.access_keys)
 
     async def _api(self, request: web.Request) -> web.Response:
+        if request.transport is not None:
+            self.api_connections.add(request.transport.get_extra_info("peername")[:2])
         body = await request.read()
         params = dict(request.query)
         if request.content_type == "application/x-www-form-urlencoded":

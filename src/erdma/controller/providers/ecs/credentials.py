@@ -8,7 +8,7 @@ the reference controller:
   ``credentials.existingSecret`` so that the AccessKey never passes through Helm values;
 - ``ecs_ram_role``: the instance's RAM role, through IMDSv2 only;
 - ``oidc_role_arn``: RRSA, the ``ALIBABA_CLOUD_*`` variables ACK pod identity injects;
-- ``ram_role_sts``: the add-on STS token of ACK managed clusters (`erdma.controller.sts_token`).
+- ``ram_role_sts``: the add-on STS token of ACK managed clusters (``sts_token``).
 
 The chosen type is turned into an ``alibabacloud_credentials`` client, which refreshes temporary
 credentials by itself.
@@ -29,11 +29,13 @@ from typing import Any
 from alibabacloud_credentials.client import Client as CredentialClient  # type: ignore[import-untyped]
 from alibabacloud_credentials.models import Config as CredentialConfig  # type: ignore[import-untyped]
 
-from erdma.controller.sts_token import DEFAULT_TOKEN_FILE, AddonTokenProvider, TokenError
+from erdma.controller.providers.ecs.sts_token import (
+    DEFAULT_TOKEN_FILE,
+    AddonTokenProvider,
+    TokenError,
+)
 from erdma.host.metadata import DEFAULT_BASE_URL, MetadataClient, MetadataError
 
-DEFAULT_CREDENTIAL_PATH = "/etc/erdma-controller-credential/credential.json"
-METADATA_URL = DEFAULT_BASE_URL
 ACCEPTED_TYPES = ("access_key", "ecs_ram_role", "oidc_role_arn", "ram_role_sts")
 #: where the credentials library (and the chart, from credentials.existingSecret) puts an AccessKey
 ACCESS_KEY_ENV = ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET")
@@ -88,7 +90,7 @@ class CredentialSettings:
         )
 
     @classmethod
-    def from_file(cls, path: str | Path = DEFAULT_CREDENTIAL_PATH) -> CredentialSettings:
+    def from_file(cls, path: str | Path) -> CredentialSettings:
         """Read ``credential.json``; a missing file means empty AccessKey credentials."""
         file = Path(path)
         if not file.exists():
@@ -151,7 +153,7 @@ def build_credential_client(
     return CredentialClient(config)
 
 
-async def resolve_region(configured: str, *, base_url: str = METADATA_URL) -> str:
+async def resolve_region(configured: str, *, base_url: str = DEFAULT_BASE_URL) -> str:
     """The configured region, else the one the metadata service reports."""
     if configured:
         return configured

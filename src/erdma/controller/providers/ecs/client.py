@@ -4,13 +4,13 @@ Every call goes through ``EcsCloud._call``: wait while its API cools down after 
 wait for the token bucket, call the SDK's async method, and on failure decide between retrying
 (throttling: after the API's shared cool-down; 5xx, timeouts, network errors: jittered
 exponential backoff) and raising a ``CloudError`` that names the ECS code, the action and what
-a person can do about it.  The SDK's own retry is left off so there is exactly one retry
-policy.  List calls follow ``NextToken`` to the last page.
+a person can do about it (``errors``).  The SDK's own retry is left off so there is exactly one
+retry policy.  List calls follow ``NextToken`` to the last page.
 
 Look-ups by id (instances, ENIs), the search for leftover ERIs and tagging are coalesced over
 ``batch_window`` across concurrent reconciles (``erdma.controller.batching``): a fleet joining
 costs one DescribeInstances per 100 Nodes, not one per Node.
-Responses become ``CloudApi`` dataclasses in ``ecs_responses``.
+Responses become ``CloudApi`` dataclasses in ``responses``.
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ from typing import Any, TypeVar
 from alibabacloud_tea_openapi.models import Config as OpenApiConfig  # type: ignore[import-untyped]
 from alibabacloud_tea_util.models import RuntimeOptions  # type: ignore[import-untyped]
 
-from erdma.controller import ecs_responses as responses
-from erdma.controller import ecs_sdk
 from erdma.controller.batching import Coalescer
 from erdma.controller.cloud import (
     CREATOR_TAG_KEY,
@@ -36,22 +34,28 @@ from erdma.controller.cloud import (
     TRAFFIC_HIGH_PERFORMANCE,
     CloudError,
     Eni,
+    ErrorKind,
     Instance,
     InstanceTypeCaps,
 )
-from erdma.controller.ecs_errors import classify
-from erdma.controller.ecs_settings import EcsSettings
 from erdma.controller.metrics import ControllerMetrics
+from erdma.controller.providers.ecs import responses, sdk, transport
+from erdma.controller.providers.ecs.errors import classify
+from erdma.controller.providers.ecs.settings import EcsSettings
 from erdma.controller.ratelimit import ThrottleGate, TokenBucket
 
 PAGE_SIZE = 100  # MaxResults and NetworkInterfaceId.N both cap at 100 per request
 TAG_BATCH = 50  # TagResources accepts at most 50 resource ids
 LEFTOVER_BATCH = 1000  # instances whose leftovers one region-wide query looks for
+#: a batch that keeps gaining company stays open up to this many batch windows (``batching``)
+BATCH_HOLD = 4
 USER_AGENT = "erdma-k8s-controller/0.1"
 
 Resp = TypeVar("Resp")
+V = TypeVar("V")
 
-ecs_models, EcsClient = ecs_sdk.load()
+ecs_models, SdkClient = sdk.load()
+EcsClient = transport.shared_session_client(SdkClient)  # one HTTP session per client
 
 
 class _CarriedOut(Exception):
@@ -78,15 +82,9 @@ class EcsCloud:
         self._sleep = sleep
         self.throttle = ThrottleGate(settings.throttle, rng=self._rng, sleep=sleep)
         self._caps: dict[str, asyncio.Future[InstanceTypeCaps]] = {}
-        window = settings.batch_window
-        bucket = self.bucket
-        self._instances = Coalescer(
-            self._instances_by_id, window=window, max_batch=PAGE_SIZE, bucket=bucket
-        )
-        self._enis = Coalescer(self._enis_by_id, window=window, max_batch=PAGE_SIZE, bucket=bucket)
-        self._leftovers = Coalescer(
-            self._available_owned, window=window, max_batch=LEFTOVER_BATCH, bucket=bucket
-        )
+        self._instances = self._coalescer(self._instances_by_id, PAGE_SIZE)
+        self._enis = self._coalescer(self._enis_by_id, PAGE_SIZE)
+        self._leftovers = self._coalescer(self._available_owned, LEFTOVER_BATCH)
         self._taggers: dict[frozenset[tuple[str, str]], Coalescer[str, None]] = {}
         self._client = EcsClient(
             OpenApiConfig(
@@ -96,6 +94,19 @@ class EcsCloud:
                 region_id=settings.region,
                 user_agent=USER_AGENT,
             )
+        )
+
+    async def close(self) -> None:
+        """Close the SDK client's HTTP session (its kept-alive connections to ECS)."""
+        await self._client.aclose()
+
+    def _coalescer(
+        self, fetch: Callable[[list[str]], Awaitable[Mapping[str, V]]], max_batch: int
+    ) -> Coalescer[str, V]:
+        """A batch of look-ups (or tags) of one kind, sharing this client's rate limit."""
+        window = self.settings.batch_window
+        return Coalescer(
+            fetch, window=window, max_batch=max_batch, bucket=self.bucket, hold=window * BATCH_HOLD
         )
 
     def __repr__(self) -> str:
@@ -129,7 +140,7 @@ class EcsCloud:
             except Exception as exc:  # the SDK raises several unrelated exception types
                 error = classify(exc, action, self.settings.timeout_seconds)
                 self.metrics.ecs_answered(action, error.code)
-                throttled = error.code.startswith("Throttling")
+                throttled = error.kind is ErrorKind.THROTTLED
                 if throttled:
                     self.metrics.ecs_throttles.labels(action).inc()
                     self.throttle.throttled(action, started)
@@ -162,6 +173,7 @@ class EcsCloud:
         matches = await self._describe_instances(query)
         if len(matches) > 1:
             raise CloudError(
+                ErrorKind.REFUSED,
                 "AmbiguousPrivateIp",
                 "DescribeInstances",
                 f"{len(matches)} instances match {query}",
@@ -204,6 +216,7 @@ class EcsCloud:
         match = [t for t in types or [] if t.instance_type_id == instance_type]
         if not match:
             raise CloudError(
+                ErrorKind.NOT_FOUND,
                 "InvalidInstanceType.NotFound",
                 "DescribeInstanceTypes",
                 f"instance type {instance_type!r} is unknown to ECS in {self.region}",
@@ -364,9 +377,7 @@ class EcsCloud:
                 await self._tag(ids, wanted)
                 return {}
 
-            tagger = Coalescer(
-                tag, window=self.settings.batch_window, max_batch=TAG_BATCH, bucket=self.bucket
-            )
+            tagger = self._coalescer(tag, TAG_BATCH)
             self._taggers[key] = tagger
         await asyncio.gather(*(tagger.get(i) for i in dict.fromkeys(eni_ids)))
 

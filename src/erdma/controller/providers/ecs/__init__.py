@@ -1,0 +1,1 @@
+"""Alibaba Cloud ECS: Elastic RDMA Interfaces through the ECS OpenAPI (the default provider)."""
