@@ -125,8 +125,9 @@ class OrphanSweeper:
         if cleaned.deleted or cleaned.detaching:
             log.info(
                 "no Node stands for instance %s: deleting its ERIs %s",
-                instance_id, ", ".join(cleaned.deleted + cleaned.detaching),
-            )  # fmt: skip
+                instance_id,
+                ", ".join(cleaned.deleted + cleaned.detaching),
+            )
         return SweepResult(cleaned.deleted, cleaned.detaching, errors=cleaned.errors)
 
     async def _instance_runs(self, instance_id: str, enis: list[Eni]) -> SweepResult:
@@ -135,8 +136,9 @@ class OrphanSweeper:
             log.info(
                 "instance %s still runs but no Node stands for it: keeping its ERIs %s; a Node "
                 "for it adopts them again, and they are deleted once the instance is released",
-                instance_id, ", ".join(sorted(attached)),
-            )  # fmt: skip
+                instance_id,
+                ", ".join(sorted(attached)),
+            )
         self._reported[instance_id] = attached
         deleted: list[str] = []
         waiting: list[str] = []
@@ -156,8 +158,10 @@ class OrphanSweeper:
         if deleted:
             log.info(
                 "deleted ERIs %s: created for instance %s, never attached, and no Node stands "
-                "for it", ", ".join(deleted), instance_id,
-            )  # fmt: skip
+                "for it",
+                ", ".join(deleted),
+                instance_id,
+            )
         kept = tuple(sorted(attached))
         return SweepResult(tuple(deleted), (), kept, tuple(waiting), tuple(errors))
 
