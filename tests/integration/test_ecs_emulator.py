@@ -9,54 +9,23 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from alibabacloud_ecs20140526 import models as m  # type: ignore[import-untyped]
-from alibabacloud_ecs20140526.client import Client  # type: ignore[import-untyped]
 from alibabacloud_tea_openapi.exceptions import (  # type: ignore[import-untyped]
     AlibabaCloudException,
 )
-from alibabacloud_tea_openapi.models import Config  # type: ignore[import-untyped]
 
 from erdma.host.metadata import MetadataClient, MetadataError
 from tests.fakes.ecs import (
-    DEFAULT_ACCESS_KEY_ID,
-    DEFAULT_ACCESS_KEY_SECRET,
     EcsEmulator,
     InstanceType,
 )
 from tests.fakes.ecs.client import GPU_TWO_CARDS, standard_world
-
-REGION = "cn-hangzhou"
+from tests.integration.ecs_sdk_support import REGION, expect_error, sdk
 
 
 @pytest.fixture
 async def emu() -> AsyncIterator[EcsEmulator]:
     async with EcsEmulator(standard_world(REGION)) as emulator:
         yield emulator
-
-
-def sdk(
-    emu: EcsEmulator,
-    key: str = DEFAULT_ACCESS_KEY_ID,
-    secret: str = DEFAULT_ACCESS_KEY_SECRET,
-    **extra,
-) -> Client:
-    return Client(
-        Config(
-            access_key_id=key,
-            access_key_secret=secret,
-            endpoint=emu.endpoint,
-            protocol="HTTP",
-            region_id=REGION,
-            **extra,
-        )
-    )
-
-
-async def expect_error(call, code: str, status: int) -> str:
-    with pytest.raises(AlibabaCloudException) as info:
-        await call
-    assert info.value.code == code
-    assert info.value.data["statusCode"] == status
-    return str(info.value.data["Message"])
 
 
 def create_request(inst, token: str = "", qp: int = 8, **extra) -> m.CreateNetworkInterfaceRequest:

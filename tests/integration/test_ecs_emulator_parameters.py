@@ -11,7 +11,7 @@ from darabonba.runtime import RuntimeOptions  # type: ignore[import-untyped]
 
 from tests.fakes.ecs import EcsEmulator
 from tests.fakes.ecs.client import GPU_TWO_CARDS, standard_world
-from tests.integration.test_ecs_emulator import REGION, expect_error, sdk
+from tests.integration.ecs_sdk_support import REGION, expect_error, sdk
 
 
 @pytest.fixture
@@ -23,9 +23,16 @@ async def emu() -> AsyncIterator[EcsEmulator]:
 async def rpc(emu: EcsEmulator, action: str, query: dict[str, str]) -> dict:
     """Any query, signed by the official SDK, for parameters its typed requests cannot send."""
     params = utils_models.Params(
-        action=action, version="2014-05-26", protocol="HTTP", pathname="/", method="POST",
-        auth_type="AK", style="RPC", req_body_type="formData", body_type="json",
-    )  # fmt: skip
+        action=action,
+        version="2014-05-26",
+        protocol="HTTP",
+        pathname="/",
+        method="POST",
+        auth_type="AK",
+        style="RPC",
+        req_body_type="formData",
+        body_type="json",
+    )
     request = utils_models.OpenApiRequest(query=query)
     return await sdk(emu).call_api_async(params, request, RuntimeOptions())
 
@@ -37,8 +44,12 @@ async def test_a_parameter_ecs_does_not_know_is_refused(emu: EcsEmulator) -> Non
     )
     assert found["body"]["Instances"]["Instance"][0]["InstanceId"] == inst.id
     # TrafficMode is a misspelling of NetworkInterfaceTrafficMode
-    query = {"RegionId": REGION, "VSwitchId": inst.vswitch_id, "SecurityGroupId": "sg-1",
-             "TrafficMode": "HighPerformance"}  # fmt: skip
+    query = {
+        "RegionId": REGION,
+        "VSwitchId": inst.vswitch_id,
+        "SecurityGroupId": "sg-1",
+        "TrafficMode": "HighPerformance",
+    }
     message = await expect_error(rpc(emu, "CreateNetworkInterface", query), "InvalidParameter", 400)
     assert '"TrafficMode"' in message and "NetworkInterfaceTrafficMode" in message
     assert not [e for e in emu.world.enis.values() if e.type == "Secondary"]
