@@ -20,12 +20,8 @@ reused.
 from __future__ import annotations
 
 import argparse
-import fcntl
-import hashlib
-import json
 import os
 import platform
-import re
 import shlex
 import shutil
 import subprocess
@@ -33,64 +29,33 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DOCKER_DIR = REPO / "deploy/docker"
-DEBIAN_LOCK = DOCKER_DIR / "debian.lock"
-PYTHON_LOCK = DOCKER_DIR / "requirements.lock"
-PIP_LOCK = DOCKER_DIR / "pip.lock"
-CACHE = Path(os.environ.get("ERDMA_IMAGE_CACHE", "/var/tmp/erdma-image"))
+from image_debian import PACKAGES, SUITE, DebianLock, base_tarball, mmdebstrap
+from image_steps import (
+    CACHE,
+    DEBIAN_LOCK,
+    DOCKER_DIR,
+    PIP_LOCK,
+    PYTHON_LOCK,
+    REPO,
+    ImageError,
+    cache_locked,
+    run,
+    sha256,
+)
+
 #: the chart's default agent.image.repository is DEFAULT_REGISTRY/REPOSITORY
 DEFAULT_REGISTRY = "docker.io"
 REPOSITORY = "erdma-k8s/erdma"
 INPUTS_LABEL = "io.erdma-k8s.inputs"
 STAGE_LABEL = "io.erdma-k8s.stage=install"  # on the Dockerfile's install stage
 BASE_REPOSITORY = "localhost/erdma-k8s/erdma-base"
-SUITE = "bookworm"
-#: what the image needs from Debian, and why; their dependencies come along
-PACKAGES = {
-    "python3": "the interpreter of every program (the suite's 3.11, with its security updates)",
-    "libstdc++6": "the C++ runtime that grpcio's manylinux wheel links against",
-    "libibverbs1": "verbs library: `erdma doctor` in a pod checks that it can see the devices",
-    "ibverbs-providers": "the erdma and mlx5 providers that libibverbs loads",
-    "ibverbs-utils": "ibv_devices and ibv_devinfo, to look at a device by hand",
-    "librdmacm1": "rdma_cm, which `erdma doctor` expects beside libibverbs",
-    "kmod": "modinfo, modprobe, rmmod for `erdma driver prepare` without agent.hostNamespace",
-}
-#: no manuals, translations, docs (the copyright files stay) or glibc's iconv modules (Python
-#: has its own codecs): nothing in the image reads them
-DPKG_OPTIONS = (
-    *(f"path-exclude={p}/*" for p in ("/usr/lib/*/gconv", "/usr/share/man", "/usr/share/locale",
-                                      "/usr/share/info", "/usr/share/lintian", "/usr/share/doc")),
-    "path-include=/usr/share/doc/*/copyright",
-)  # fmt: skip
-#: run on the finished tree: no lock pins left, no host files, the user the image runs as
-CUSTOMIZE = (
-    'rm -f "$1/etc/apt/preferences.d/erdma.pref"',
-    ': > "$1/etc/resolv.conf"',
-    ': > "$1/etc/hostname"',
-    'echo "nonroot:x:65532:65532:nonroot:/home/nonroot:/usr/sbin/nologin" >> "$1/etc/passwd"',
-    'echo "nonroot:x:65532:" >> "$1/etc/group"',
-    'install -d -o 65532 -g 65532 -m 0755 "$1/home/nonroot"',
+#: the scripts an image follows from (with the Dockerfile): a change to any rebuilds it
+RECIPE = tuple(
+    Path(__file__).parent / f"{name}.py" for name in ("image", "image_debian", "image_steps")
 )
-MMDEBSTRAP = (
-    "--variant=essential",  # Essential: yes and PACKAGES; no apt in the image
-    "--mode=auto",  # root here, user namespaces otherwise
-    "--format=tar",
-    "--skip=output/dev",  # the engine makes /dev
-    "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",  # usr-is-merged, not usrmerge's perl
-    f"--include={','.join(PACKAGES)}",
-    *(f"--dpkgopt={option}" for option in DPKG_OPTIONS),
-    *(f"--customize-hook={hook}" for hook in CUSTOMIZE),
-)
-
-
-class ImageError(RuntimeError):
-    """A step that cannot go on, with what to do about it."""
 
 
 def version() -> str:
@@ -102,126 +67,6 @@ def default_tag(registry: str = DEFAULT_REGISTRY) -> str:
     return f"{registry}/{REPOSITORY}:{version()}"
 
 
-def sha256(*parts: bytes | str) -> str:
-    digest = hashlib.sha256()
-    for part in parts:
-        data = part.encode() if isinstance(part, str) else part
-        digest.update(len(data).to_bytes(8, "big") + data)
-    return digest.hexdigest()
-
-
-def run(argv: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    """Run a step; a failure raises ImageError with the command and what it printed."""
-    try:
-        done = subprocess.run(list(argv), text=True, check=False, **kwargs)  # type: ignore[call-overload]
-    except FileNotFoundError as exc:
-        raise ImageError(f"{argv[0]} is not installed: {exc}") from None
-    if done.returncode != 0:
-        said = ((done.stdout or "") + (done.stderr or "")).strip()[-3000:]
-        raise ImageError(f"`{shlex.join(argv)}` exited {done.returncode}\n{said}")
-    return done
-
-
-@contextmanager
-def cache_locked() -> Iterator[None]:
-    """One build or lock at a time per cache: they share the tarballs and the engine."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
-# -- Debian ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class DebianLock:
-    """deploy/docker/debian.lock: the suite, the packages asked for, the timestamp every file
-    gets (SOURCE_DATE_EPOCH), and every installed package as name=version."""
-
-    suite: str
-    include: tuple[str, ...]
-    epoch: int
-    versions: dict[str, str]
-
-    @classmethod
-    def read(cls, path: Path = DEBIAN_LOCK) -> DebianLock:
-        text = path.read_text()  # its comment lines hold no "="
-        header = dict(re.findall(r"^# ([a-z-]+): (.*)$", text, re.MULTILINE))
-        return cls(header["suite"], tuple(header["include"].split()),
-                   int(header["source-date-epoch"]), parse_listing(text))  # fmt: skip
-
-    def text(self) -> str:
-        return (
-            "# The Debian packages of the image's root file system; `make lock` rewrites this.\n"
-            f"# suite: {self.suite}\n# include: {' '.join(self.include)}\n"
-            f"# source-date-epoch: {self.epoch}\n"
-            + "".join(f"{name}={ver}\n" for name, ver in sorted(self.versions.items()))
-        )
-
-    def key(self) -> str:
-        """What the root file system follows from: the lock, the recipe, the tool's version."""
-        tool = run(["mmdebstrap", "--version"], capture_output=True).stdout.strip()
-        return sha256(self.text(), json.dumps(MMDEBSTRAP), tool, platform.machine())
-
-    def python(self) -> str:
-        """The base's Python as major.minor ("3.11"), which the wheels must be built for."""
-        return ".".join(self.versions["python3"].split(".")[:2])
-
-    def glibc(self) -> tuple[int, int]:
-        major, minor = re.findall(r"^(\d+)\.(\d+)", self.versions["libc6"])[0]
-        return int(major), int(minor)
-
-    def pins(self) -> str:
-        """apt preferences holding every package at its locked version."""
-        return "".join(f"Package: {name}\nPin: version {ver}\nPin-Priority: 1001\n\n"
-                       for name, ver in sorted(self.versions.items()))  # fmt: skip
-
-
-def parse_listing(text: str) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in text.split() if "=" in line)
-
-
-def mmdebstrap(target: Path, epoch: int, pins: str | None) -> dict[str, str]:
-    """Bootstrap the root file system into the tarball `target`; what got installed."""
-    listing = target.with_suffix(".list")
-    hooks = [f"--customize-hook=chroot \"$1\" dpkg-query -W -f='${{Package}}=${{Version}}\\n'"
-             f" > {shlex.quote(str(listing))}"]  # fmt: skip
-    if pins is not None:
-        pref = target.with_suffix(".pref")
-        pref.write_text(pins)
-        into = '"$1/etc/apt/preferences.d"'
-        hooks.append(
-            f"--setup-hook=mkdir -p {into} && cp {shlex.quote(str(pref))} {into}/erdma.pref"
-        )
-    print(f"image: Debian {SUITE} root file system with mmdebstrap (minutes, once per lock)")
-    env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}
-    run(["mmdebstrap", *MMDEBSTRAP, *hooks, SUITE, str(target)], env=env, capture_output=True)
-    return parse_listing(listing.read_text())
-
-
-def base_tarball(lock: DebianLock, key: str) -> Path:
-    """The cached root file system of `lock`, bootstrapped and checked against it if absent."""
-    if lock.include != tuple(PACKAGES) or lock.suite != SUITE:
-        raise ImageError(f"{DEBIAN_LOCK.name} was made for {lock.suite} {' '.join(lock.include)},"
-                         f" not {SUITE} {' '.join(PACKAGES)}: run `make lock`")  # fmt: skip
-    tarball = CACHE / f"base-{key}.tar"
-    if tarball.exists():
-        return tarball
-    partial = CACHE / f"partial-{key}.tar"
-    partial.unlink(missing_ok=True)
-    got = mmdebstrap(partial, lock.epoch, lock.pins())
-    if got != lock.versions:
-        changed = sorted(f"{n} {lock.versions.get(n, '-')} -> {got.get(n, '-')}"
-                         for n in set(got) | set(lock.versions)
-                         if got.get(n) != lock.versions.get(n))  # fmt: skip
-        raise ImageError(f"the Debian mirror no longer serves {DEBIAN_LOCK.name}'s versions "
-                         f"({'; '.join(changed[:8])}): run `make lock`")  # fmt: skip
-    for old in [*CACHE.glob("base-*.tar"), *CACHE.glob("partial-*.*")]:
-        if old != partial:
-            old.unlink()
-    partial.rename(tarball)
-    return tarball
-
-
 # -- Python ---------------------------------------------------------------------------------
 def pip_download(lock: Path, dest: Path, debian: DebianLock, *, index: bool) -> None:
     """The wheels of `lock` for the base's Python and glibc, hash-checked; from the wheel cache
@@ -231,10 +76,27 @@ def pip_download(lock: Path, dest: Path, debian: DebianLock, *, index: bool) -> 
     platforms = [f"manylinux_{major}_{m}_{arch}" for m in range(minor, 16, -1)]
     platforms += [f"manylinux2014_{arch}", f"manylinux2010_{arch}", f"manylinux1_{arch}"]
     py = debian.python()
-    argv = [sys.executable, "-m", "pip", "download", "-q", "--require-hashes", "--no-deps",
-            "--only-binary=:all:", "--python-version", py, "--implementation", "cp",
-            "--abi", "cp" + py.replace(".", ""), *(f"--platform={p}" for p in platforms),
-            "-d", str(dest), "-r", str(lock)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--require-hashes",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        py,
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp" + py.replace(".", ""),
+        *(f"--platform={p}" for p in platforms),
+        "-d",
+        str(dest),
+        "-r",
+        str(lock),
+    ]
     if not index:
         argv += ["--no-index", "--find-links", str(CACHE / "wheels")]
     run(argv, capture_output=True)
@@ -260,8 +122,22 @@ def project_wheel(dest: Path, epoch: int) -> Path:
         skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
         shutil.copytree(REPO / "src", tree / "src", ignore=skip)
         env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}
-        run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-             "-w", str(dest), str(tree)], env=env, capture_output=True)  # fmt: skip
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                str(dest),
+                str(tree),
+            ],
+            env=env,
+            capture_output=True,
+        )
     (wheel,) = dest.glob("erdma_k8s-*.whl")
     return wheel
 
@@ -298,9 +174,10 @@ def build(tag: str, iidfile: Path | None) -> None:
         (context / "wheels").mkdir()
         base_key = debian.key()
         wheel = project_wheel(context / "wheels", debian.epoch)
-        recipe = (DOCKER_DIR / "Dockerfile").read_bytes(), Path(__file__).read_bytes()
-        key = sha256(*recipe, base_key, PYTHON_LOCK.read_bytes(), PIP_LOCK.read_bytes(),
-                     wheel.read_bytes())  # fmt: skip
+        recipe = (DOCKER_DIR / "Dockerfile").read_bytes(), *(p.read_bytes() for p in RECIPE)
+        key = sha256(
+            *recipe, base_key, PYTHON_LOCK.read_bytes(), PIP_LOCK.read_bytes(), wheel.read_bytes()
+        )
         found = docker("image", "ls", "-q", "--no-trunc", "--filter", f"label={INPUTS_LABEL}={key}")
         previous = docker("image", "ls", "-q", "--no-trunc", tag)
         if found:
@@ -313,10 +190,25 @@ def build(tag: str, iidfile: Path | None) -> None:
             for source in (PYTHON_LOCK, PIP_LOCK, DOCKER_DIR / "Dockerfile"):
                 shutil.copy2(source, context / source.name)
             print(f"image: building {tag} (no network)")
-            run(["docker", "build", "-q", "--force-rm", "--network=none",
-                 "--build-arg", f"BASE_IMAGE={base}", "--label", f"{INPUTS_LABEL}={key}",
-                 "--label", f"org.opencontainers.image.version={version()}",
-                 "-t", tag, str(context)], capture_output=True)  # fmt: skip
+            run(
+                [
+                    "docker",
+                    "build",
+                    "-q",
+                    "--force-rm",
+                    "--network=none",
+                    "--build-arg",
+                    f"BASE_IMAGE={base}",
+                    "--label",
+                    f"{INPUTS_LABEL}={key}",
+                    "--label",
+                    f"org.opencontainers.image.version={version()}",
+                    "-t",
+                    tag,
+                    str(context),
+                ],
+                capture_output=True,
+            )
             image = docker("image", "inspect", "-f", "{{.Id}}", tag)
             print(f"image: built in {time.monotonic() - started:.0f} s")
             # the install stage's images: the classic builder keeps them as its cache
@@ -348,9 +240,20 @@ def lock() -> None:
         for old in CACHE.glob("base-*.tar"):
             old.unlink()
         partial.rename(CACHE / f"base-{key}.tar")
-    compile_ = [uv, "pip", "compile", "-q", "--generate-hashes", "--universal", "--only-binary",
-                ":all:", "--python-version", debian.python(), "--custom-compile-command",
-                "make lock"]  # fmt: skip
+    compile_ = [
+        uv,
+        "pip",
+        "compile",
+        "-q",
+        "--generate-hashes",
+        "--universal",
+        "--only-binary",
+        ":all:",
+        "--python-version",
+        debian.python(),
+        "--custom-compile-command",
+        "make lock",
+    ]
     run([*compile_, "pyproject.toml", "-o", str(PYTHON_LOCK.relative_to(REPO))], cwd=REPO)
     run([*compile_, "-", "-o", str(PIP_LOCK.relative_to(REPO))], cwd=REPO, input="pip\n")
     print(f"lock: {DEBIAN_LOCK.name}, {PYTHON_LOCK.name}, {PIP_LOCK.name} rewritten")

@@ -179,11 +179,15 @@ _register(
 )
 
 
-@scenario("admission ill-typed reviews and pods", area="webhook", full=3 * len(ILL_TYPED),
-          short=len(ILL_TYPED),
-          holds=f"each of {len(ILL_TYPED)} hand-made bodies at each path: 400 naming the field "
-          "(a broken review) or a denial with code 400 naming it (a broken pod); the next "
-          "review is served")  # fmt: skip
+@scenario(
+    "admission ill-typed reviews and pods",
+    area="webhook",
+    full=3 * len(ILL_TYPED),
+    short=len(ILL_TYPED),
+    holds=f"each of {len(ILL_TYPED)} hand-made bodies at each path: 400 naming the field "
+    "(a broken review) or a denial with code 400 naming it (a broken pod); the next "
+    "review is served",
+)
 async def ill_typed(trials: Trials) -> None:
     shots = [Shot(c.body, 400 if c.envelope_broken else 200, c.names) for c in ILL_TYPED]
     await _run(trials, _at_every_path(shots))

@@ -51,8 +51,13 @@ def review() -> dict[str, Any]:
         },
         "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
     }
-    request = {"uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
-               "operation": "CREATE", "namespace": "ml", "object": pod}  # fmt: skip
+    request = {
+        "uid": str(uuid.uuid4()),
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "CREATE",
+        "namespace": "ml",
+        "object": pod,
+    }
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
@@ -92,12 +97,20 @@ class ControllerProcess:
         log = open(self.work / "controller.log", "ab")  # noqa: SIM115 - handed to the child
         try:
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "erdma", "controller",
-                "--config-path", str(self.work / "config.json"),
-                "--credential-path", str(self.work / "credential.json"),
-                "--kubeconfig", str(self.kubeconfig),
-                stdout=log, stderr=log, env={**os.environ},
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                "erdma",
+                "controller",
+                "--config-path",
+                str(self.work / "config.json"),
+                "--credential-path",
+                str(self.work / "credential.json"),
+                "--kubeconfig",
+                str(self.kubeconfig),
+                stdout=log,
+                stderr=log,
+                env={**os.environ},
+            )
         finally:
             log.close()
 
@@ -261,13 +274,15 @@ async def outages(trials: Trials, seconds: float) -> None:
 HOLDS = "no exit; both webhooks answered throughout; leads again; a new Node gets Ready"
 
 
-@scenario("API-server outage 8 s, leader election on", area="controller", full=5, short=1,
-          holds=HOLDS)  # fmt: skip
+@scenario(
+    "API-server outage 8 s, leader election on", area="controller", full=5, short=1, holds=HOLDS
+)
 async def outage_8s(trials: Trials) -> None:
     await outages(trials, 4.0 if trials.short else 8.0)
 
 
-@scenario("API-server outage 30 s, leader election on", area="controller", full=3, short=1,
-          holds=HOLDS)  # fmt: skip
+@scenario(
+    "API-server outage 30 s, leader election on", area="controller", full=3, short=1, holds=HOLDS
+)
 async def outage_30s(trials: Trials) -> None:
     await outages(trials, 6.0 if trials.short else 30.0)

@@ -46,8 +46,12 @@ def argv(case: ConfigCase, scratch: Path, config: Path | None) -> list[str]:
             base += ["--kubelet-dir", str(scratch / "kubelet")]
         base += ["--config", str(config)] if config is not None else []
     else:
-        base = ["--credential-path", str(scratch / "credential.json"),
-                "--metadata-url", "http://127.0.0.1:9"]  # fmt: skip
+        base = [
+            "--credential-path",
+            str(scratch / "credential.json"),
+            "--metadata-url",
+            "http://127.0.0.1:9",
+        ]
         base += ["--config-path", str(config)] if config is not None else []
     prefix = (without_dac_override() or []) if case.without_dac_override else []
     return [*prefix, sys.executable, "-m", "erdma", case.program, *base, *own]
@@ -75,9 +79,12 @@ async def run_case(case: ConfigCase) -> tuple[str | None, float]:
             return "cannot drop root's DAC override here: no setpriv", 0.0
         started = time.monotonic()
         child = await asyncio.create_subprocess_exec(
-            *argv(case, scratch, config), env=environment(case), cwd=scratch,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            *argv(case, scratch, config),
+            env=environment(case),
+            cwd=scratch,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             out, err = await asyncio.wait_for(child.communicate(), TIME_BOUND)
         except TimeoutError:
@@ -85,8 +92,14 @@ async def run_case(case: ConfigCase) -> tuple[str | None, float]:
             await child.wait()
             return f"still running after {TIME_BOUND} s", TIME_BOUND
         took = time.monotonic() - started
-        return judge(case, scratch, config, child.returncode, out.decode(errors="replace"),
-                     err.decode(errors="replace")), took  # fmt: skip
+        return judge(
+            case,
+            scratch,
+            config,
+            child.returncode,
+            out.decode(errors="replace"),
+            err.decode(errors="replace"),
+        ), took
     finally:
         with contextlib.suppress(OSError):
             os.chmod(scratch / "config.yaml", 0o600)
@@ -121,10 +134,13 @@ def judge(
 
 
 @scenario(
-    "config cases", area="config", full=len(CASES), short=len(SAMPLE),
+    "config cases",
+    area="config",
+    full=len(CASES),
+    short=len(SAMPLE),
     holds=f"agent and controller refuse each bad config: exit 2 within {TIME_BOUND:.0f} s, "
     "one line naming the key or file, no traceback, nothing started",
-)  # fmt: skip
+)
 async def config_cases(trials: Trials) -> None:
     chosen = [c for c in CASES if c.name in SAMPLE] if trials.short else CASES
     for case in chosen:
@@ -147,10 +163,13 @@ async def metrics_served(port: int, timeout: float) -> float | None:
 
 
 @scenario(
-    "metrics port in use", area="agent", full=3, short=1,
+    "metrics port in use",
+    area="agent",
+    full=3,
+    short=1,
     holds="the agent registers with kubelet anyway, warns once naming the port, no traceback, "
     "and serves metrics once the port is free",
-)  # fmt: skip
+)
 async def metrics_port_in_use(trials: Trials) -> None:
     for _ in range(trials.count):
         port = free_port()

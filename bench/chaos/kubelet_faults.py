@@ -38,10 +38,13 @@ def alive(node: SimulatedNode) -> bool:
 
 
 @scenario(
-    "kubelet dir wiped (slow)", area="agent", full=100, short=3,
+    "kubelet dir wiped (slow)",
+    area="agent",
+    full=100,
+    short=3,
     holds="after each wipe (files, or the whole directory) both resources re-register "
     "listing every device Healthy",
-)  # fmt: skip
+)
 async def wiped_slowly(trials: Trials) -> None:
     async with running_node() as node:
         for index in range(trials.count):
@@ -55,9 +58,12 @@ async def wiped_slowly(trials: Trials) -> None:
 
 
 @scenario(
-    "kubelet dir wiped (storm)", area="agent", full=100, short=10,
+    "kubelet dir wiped (storm)",
+    area="agent",
+    full=100,
+    short=10,
     holds="wipes every 20-50 ms: the agent lives through each, and is whole after the last",
-)  # fmt: skip
+)
 async def wiped_in_a_storm(trials: Trials) -> None:
     pace = random.Random(13)
     async with running_node() as node:
@@ -88,10 +94,13 @@ def problem_lines(log: str) -> list[str]:
 
 
 @scenario(
-    "kubelet away 60 s", area="agent", full=3, short=1,
+    "kubelet away 60 s",
+    area="agent",
+    full=3,
+    short=1,
     holds=f"kubelet gone 60 s (short: 2 s) with its sockets: the agent waits, logs at most "
     f"{AWAY_LOG_BUDGET} problem lines, and is whole once kubelet is back",
-)  # fmt: skip
+)
 async def kubelet_away(trials: Trials) -> None:
     away = 2.0 if trials.short else 60.0
     async with running_node() as node:
@@ -115,10 +124,12 @@ def plugin_sockets(node: SimulatedNode) -> list[str]:
 
 
 @scenario(
-    "agent SIGKILL", area="agent", full=20, short=2,
-    holds="killed -9 and started again: registered within 10 s, no stale lock or socket in "
-    "the way",
-)  # fmt: skip
+    "agent SIGKILL",
+    area="agent",
+    full=20,
+    short=2,
+    holds="killed -9 and started again: registered within 10 s, no stale lock or socket in the way",
+)
 async def agent_sigkill(trials: Trials) -> None:
     async with running_node() as node:
         for index in range(trials.count):
@@ -139,10 +150,13 @@ async def agent_sigkill(trials: Trials) -> None:
 
 
 @scenario(
-    "two agents", area="agent", full=5, short=1,
+    "two agents",
+    area="agent",
+    full=5,
+    short=1,
     holds="a second agent on the node waits on the lock, takes over when the first exits "
     "(SIGTERM or SIGKILL), and the node always ends with aliyun/erdma",
-)  # fmt: skip
+)
 async def two_agents(trials: Trials) -> None:
     async with running_node() as node:
         assert node.process is not None

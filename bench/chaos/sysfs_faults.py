@@ -175,11 +175,14 @@ async def agent_case(node: SimulatedNode, case: AgentCase, trials: Trials) -> No
 
 
 @scenario(
-    "malformed sysfs", area="agent", full=len(AGENT_CASES), short=SHORT_AGENT_CASES,
+    "malformed sysfs",
+    area="agent",
+    full=len(AGENT_CASES),
+    short=SHORT_AGENT_CASES,
     holds="every file the scan reads x garbage/empty/1 MiB/non-UTF-8/EACCES/ELOOP: no raise, "
     "other devices intact, bad one skipped or Unhealthy with a reason; the agent's streams "
     "never end and the device comes back",
-)  # fmt: skip
+)
 async def malformed_sysfs(trials: Trials) -> None:
     sample = AGENT_CASES[: trials.count]
     results = await in_process_cases(trials.short)

@@ -57,8 +57,9 @@ def node_network(world: EcsWorld, instance_id: str) -> NodeNetwork:
     with world.lock:
         inst = world.instance(instance_id)
         vsw = world.vswitches[inst.vswitch_id]
-        return NodeNetwork(world.enis[inst.primary_eni_id].mac, inst.private_ip, vsw.cidr,
-                           vsw.gateway)  # fmt: skip
+        return NodeNetwork(
+            world.enis[inst.primary_eni_id].mac, inst.private_ip, vsw.cidr, vsw.gateway
+        )
 
 
 async def report_attaches(

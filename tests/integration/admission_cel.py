@@ -114,8 +114,11 @@ def webhook_denial(hook: Mapping[str, Any], handler: Handler, request: Request) 
         return None
     verdict = handler(
         AdmissionRequest(
-            uid="", operation=request.operation, kind=request.kind,
-            namespace=request.namespace, object=request.object,
+            uid="",
+            operation=request.operation,
+            kind=request.kind,
+            namespace=request.namespace,
+            object=request.object,
         )
-    )  # fmt: skip
+    )
     return None if verdict.allowed else verdict.message

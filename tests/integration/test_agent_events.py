@@ -52,10 +52,15 @@ async def run_agent(
     kubelet = FakeKubelet(root / "kubelet" / "device-plugins")
     await kubelet.start()
     settings = {
-        "host_root": root / "host", "kubelet_dir": root / "kubelet", "node_name": node,
-        "kubeconfig": str(kube_api.kubeconfig), "local_eri_discovery": True,
-        "metrics_port": 0, "rescan_interval": 0.1, **flags,
-    }  # fmt: skip
+        "host_root": root / "host",
+        "kubelet_dir": root / "kubelet",
+        "node_name": node,
+        "kubeconfig": str(kube_api.kubeconfig),
+        "local_eri_discovery": True,
+        "metrics_port": 0,
+        "rescan_interval": 0.1,
+        **flags,
+    }
     config = build_config(environ={}, flags=settings)
     agent = Agent(config, runner=runner)
     stop = asyncio.Event()
@@ -120,9 +125,12 @@ async def test_without_api_access_events_are_off_and_the_agent_serves(short_root
     kubelet = FakeKubelet(short_root / "kubelet" / "device-plugins")
     await kubelet.start()
     settings = {
-        "host_root": short_root / "host", "kubelet_dir": short_root / "kubelet",
-        "local_eri_discovery": True, "metrics_port": 0, "prepare_node": False,
-    }  # fmt: skip
+        "host_root": short_root / "host",
+        "kubelet_dir": short_root / "kubelet",
+        "local_eri_discovery": True,
+        "metrics_port": 0,
+        "prepare_node": False,
+    }
     config = build_config(environ={}, flags=settings)
     stop = asyncio.Event()
     caplog.set_level("INFO", logger="erdma.agent.events")

@@ -170,10 +170,21 @@ def test_agent_logs_are_json_lines(short_root: Path):
 
     fakehost.build(short_root / "host", "default")
     proc = subprocess.run(
-        [sys.executable, "-m", "erdma", "agent", "--host-root", str(short_root / "host"),
-         "--prefer-driver", "turbo"],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "erdma",
+            "agent",
+            "--host-root",
+            str(short_root / "host"),
+            "--prefer-driver",
+            "turbo",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert proc.returncode == 2
     assert (
         "preferDriver (--prefer-driver)='turbo'" in proc.stderr
@@ -237,9 +248,13 @@ async def test_local_mode_reads_the_instance_id_from_metadata(start_node):
     with EcsEmulator(world).in_thread() as emu:
         emu.metadata_instance_id = instance.id
         node = await start_node(
-            "default", "--local-eri-discovery", "--metadata-url", emu.metadata_url,
-            "--exposed-local-eris", f"i-other erdma_0,{instance.id} erdma_1",
-        )  # fmt: skip
+            "default",
+            "--local-eri-discovery",
+            "--metadata-url",
+            emu.metadata_url,
+            "--exposed-local-eris",
+            f"i-other erdma_0,{instance.id} erdma_1",
+        )
         await node.wait_registered(ERDMA)
         await node.kubelet.wait_for(
             lambda: sorted(latest(node)) == [f"erdma_1/{i}" for i in range(4)],

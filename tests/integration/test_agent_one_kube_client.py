@@ -39,11 +39,16 @@ async def test_dra_and_events_share_one_client(kube_api, short_root, monkeypatch
     kubelet = FakeKubelet(short_root / "kubelet" / "device-plugins")
     await kubelet.start()
     flags = {
-        "host_root": host.root, "kubelet_dir": short_root / "kubelet", "node_name": node,
-        "kubeconfig": str(kube_api.kubeconfig), "local_eri_discovery": True,
-        "metrics_port": 0, "rescan_interval": 0.1, "prepare_node": False,
+        "host_root": host.root,
+        "kubelet_dir": short_root / "kubelet",
+        "node_name": node,
+        "kubeconfig": str(kube_api.kubeconfig),
+        "local_eri_discovery": True,
+        "metrics_port": 0,
+        "rescan_interval": 0.1,
+        "prepare_node": False,
         "dra": {"enabled": True, "devices": ["erdma_0"]},
-    }  # fmt: skip
+    }
     agent = Agent(build_config(environ={}, flags=flags))
     stop = asyncio.Event()
     running = asyncio.create_task(agent.run(stop))

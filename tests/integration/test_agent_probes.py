@@ -79,10 +79,13 @@ async def test_not_ready_while_the_driver_is_missing_then_ready_once_installed(
     kubelet = FakeKubelet(short_root / "kubelet" / "device-plugins")
     port = free_port()
     flags = {
-        "host_root": short_root / "host", "kubelet_dir": short_root / "kubelet",
-        "local_eri_discovery": True, "metrics_port": port, "rescan_interval": 0.1,
+        "host_root": short_root / "host",
+        "kubelet_dir": short_root / "kubelet",
+        "local_eri_discovery": True,
+        "metrics_port": port,
+        "rescan_interval": 0.1,
         "prepare_node": True,
-    }  # fmt: skip
+    }
     agent = Agent(build_config(environ={}, flags=flags), runner=RecordingRunner(handlers=[kmod]))
     stop = asyncio.Event()
     async with kubelet:

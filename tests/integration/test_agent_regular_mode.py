@@ -18,9 +18,13 @@ NODE = "regular-node-1"
 
 def _device_object() -> dict[str, Any]:
     eri = crd.DeviceInfo(
-        id="eni-bp1regular0001", mac="00:16:3e:2f:31:11", instance_id="i-bp1regular",
-        network_card_index=0, is_primary_eni=True, queue_pair=8,
-    )  # fmt: skip
+        id="eni-bp1regular0001",
+        mac="00:16:3e:2f:31:11",
+        instance_id="i-bp1regular",
+        network_card_index=0,
+        is_primary_eni=True,
+        queue_pair=8,
+    )
     obj = crd.build(NODE, "uid-regular-node-1", "i-bp1regular", [eri], jumbo_frame=False)
     del obj["metadata"]["ownerReferences"], obj["metadata"]["finalizers"]  # no Node object here
     return obj
@@ -30,8 +34,15 @@ async def test_waits_for_ready_then_exposes_only_recorded_eris(
     kube_api: KubeApiServer, short_root: Path
 ) -> None:
     # Regular mode: override the Local mode flag SimulatedNode adds, point at the API server.
-    regular = ["--no-local-eri-discovery", "--node-name", NODE,
-               "--kubeconfig", str(kube_api.kubeconfig), "--slots-per-device", "2"]  # fmt: skip
+    regular = [
+        "--no-local-eri-discovery",
+        "--node-name",
+        NODE,
+        "--kubeconfig",
+        str(kube_api.kubeconfig),
+        "--slots-per-device",
+        "2",
+    ]
     node = SimulatedNode(short_root, "default", regular)
     kube = KubeApi(new_client(kube_api.kubeconfig))
     try:

@@ -45,10 +45,13 @@ UPSTREAM = Path(__file__).parent / "upstream" / "monitoring.coreos.com_servicemo
 #: a default Regular-mode install (smcr.mode=auto: the webhook injects smcr-init) with shared
 #: RDMA, whose rule goes through the controller's webhook: kube-testserver serves no
 #: ValidatingAdmissionPolicy, which `auto` would choose for its version (1.30+)
-VALUES = merge(ACCESS_KEY, {
-    "sharedRdma": {"enabled": True, "admissionPolicy": False},
-    "metrics": {"serviceMonitor": {"enabled": True}},
-})  # fmt: skip
+VALUES = merge(
+    ACCESS_KEY,
+    {
+        "sharedRdma": {"enabled": True, "admissionPolicy": False},
+        "metrics": {"serviceMonitor": {"enabled": True}},
+    },
+)
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +92,15 @@ def test_every_rendered_object_is_stored(api: KubeApiServer, installed: Rendered
         got = kc.kubectl(api.kubeconfig, "get", obj["kind"], meta["name"], *where, "-o", "name")
         assert got.returncode == 0, f"{obj['kind']}/{meta['name']}: {got.stderr}"
     kinds = {o["kind"] for o in kc.release_objects(installed)}
-    wanted = {"ServiceMonitor", "DaemonSet", "Deployment", "MutatingWebhookConfiguration",
-              "ValidatingWebhookConfiguration", "PodDisruptionBudget", "ClusterRole"}  # fmt: skip
+    wanted = {
+        "ServiceMonitor",
+        "DaemonSet",
+        "Deployment",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "PodDisruptionBudget",
+        "ClusterRole",
+    }
     assert wanted <= kinds
 
 
@@ -104,10 +114,15 @@ async def controller_running(
     config.update(webhookPort=port, healthPort=0, certDir=str(tmp / "certs"))
     stop = asyncio.Event()
     with EcsEmulator(standard_world()).in_thread() as emu:
-        task = asyncio.create_task(run_controller(
-            parse_config(config), cloud_for(emu), kubeconfig=api.kubeconfig,
-            leader_elect=False, stop=stop,
-        ))  # fmt: skip
+        task = asyncio.create_task(
+            run_controller(
+                parse_config(config),
+                cloud_for(emu),
+                kubeconfig=api.kubeconfig,
+                leader_elect=False,
+                stop=stop,
+            )
+        )
         try:
             yield task
         finally:
@@ -128,11 +143,24 @@ async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20) -
 
 def pod(name: str, resource: str, *, smcr: bool = False, host_network: bool = False) -> Pod:
     annotations = {"network.alibabacloud.com/erdma-smcr": "true"} if smcr else {}
-    return cast(Pod, Pod.from_dict({
-        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-        "spec": {"hostNetwork": host_network, "containers": [{
-            "name": "app", "image": "busybox", "resources": {"limits": {resource: "1"}}}]},
-    }))  # fmt: skip
+    return cast(
+        Pod,
+        Pod.from_dict(
+            {
+                "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+                "spec": {
+                    "hostNetwork": host_network,
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "busybox",
+                            "resources": {"limits": {resource: "1"}},
+                        }
+                    ],
+                },
+            }
+        ),
+    )
 
 
 async def create(k8s: AsyncClient, obj: Pod) -> Pod | str:
@@ -200,17 +228,35 @@ def test_upgrade_over_a_reference_release_keeps_its_selectors(api: KubeApiServer
     same names (Helm patches objects of the same name). kube-apiserver refuses a changed
     selector; this test server does not check it, so the test reads the stored selector."""
     ns = "migration"
-    existing = [ref.workload("DaemonSet", ref.AGENT, ns, "erdma", "agent"),
-                ref.workload("Deployment", ref.CONTROLLER, ns, "erdma", "controller")]  # fmt: skip
+    existing = [
+        ref.workload("DaemonSet", ref.AGENT, ns, "erdma", "agent"),
+        ref.workload("Deployment", ref.CONTROLLER, ns, "erdma", "controller"),
+    ]
     kc.apply(api.kubeconfig, existing)
-    out = render(merge(ref.VALUES, {"agent": {"image": {"repository": "docker.io/erdma-k8s/erdma"}},
-                                    "controller": {"image": {"repository": ""}}}, ACCESS_KEY),
-                 namespace=ns)  # fmt: skip
+    out = render(
+        merge(
+            ref.VALUES,
+            {
+                "agent": {"image": {"repository": "docker.io/erdma-k8s/erdma"}},
+                "controller": {"image": {"repository": ""}},
+            },
+            ACCESS_KEY,
+        ),
+        namespace=ns,
+    )
     ours = [out.get("DaemonSet", ref.AGENT), out.get("Deployment", ref.CONTROLLER)]
     kc.apply(api.kubeconfig, ours, "--force-conflicts")
     for before in existing:
-        got = kc.kubectl(api.kubeconfig, "get", before["kind"], before["metadata"]["name"],
-                         "-n", ns, "-o", "json")  # fmt: skip
+        got = kc.kubectl(
+            api.kubeconfig,
+            "get",
+            before["kind"],
+            before["metadata"]["name"],
+            "-n",
+            ns,
+            "-o",
+            "json",
+        )
         stored = json.loads(got.stdout)["spec"]
         assert stored["selector"] == before["spec"]["selector"]
         assert stored["template"]["spec"]["containers"][0]["image"].startswith(

@@ -35,12 +35,19 @@ async def test_keepalive_connections_survive_a_leadership_loss(
     kubeconfig = Path(tmp_path) / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(proxied_kubeconfig(kube_api, proxy)))
     health_port, webhook_port = free_port(), free_port()
-    config = parse_config({
-        **FAST, "leaseName": f"erdma-{uuid.uuid4().hex[:6]}", "leaseDurationSeconds": 3.0,
-        "controllerNamespace": "default", "controllerName": f"wh-{uuid.uuid4().hex[:6]}",
-        "enableWebhook": True, "webhookPort": webhook_port, "certDir": str(tmp_path / "certs"),
-        "smcInitImage": "erdma-k8s:test",
-    })  # fmt: skip
+    config = parse_config(
+        {
+            **FAST,
+            "leaseName": f"erdma-{uuid.uuid4().hex[:6]}",
+            "leaseDurationSeconds": 3.0,
+            "controllerNamespace": "default",
+            "controllerName": f"wh-{uuid.uuid4().hex[:6]}",
+            "enableWebhook": True,
+            "webhookPort": webhook_port,
+            "certDir": str(tmp_path / "certs"),
+            "smcInitImage": "erdma-k8s:test",
+        }
+    )
     replica = asyncio.create_task(
         run_controller(config, cloud_for(emu), kubeconfig=kubeconfig, health_port=health_port)
     )

@@ -47,12 +47,19 @@ def failing_once(real: Callable[..., Any], what: str) -> Callable[..., Any]:
 
 def config_for(tmp_path: Path) -> ControllerConfig:
     suffix = re.sub("[^a-z0-9]", "", tmp_path.name[-8:].lower())  # a valid object name
-    return parse_config({
-        "region": "cn-hangzhou", "healthPort": free_port(), "enableWebhook": True,
-        "webhookPort": free_port(), "certDir": str(tmp_path), "controllerNamespace": "default",
-        "controllerName": f"erdma-supervision-{suffix}",
-        "smcInitImage": "erdma-k8s:test", "leaseDurationSeconds": 4,
-    })  # fmt: skip
+    return parse_config(
+        {
+            "region": "cn-hangzhou",
+            "healthPort": free_port(),
+            "enableWebhook": True,
+            "webhookPort": free_port(),
+            "certDir": str(tmp_path),
+            "controllerNamespace": "default",
+            "controllerName": f"erdma-supervision-{suffix}",
+            "smcInitImage": "erdma-k8s:test",
+            "leaseDurationSeconds": 4,
+        }
+    )
 
 
 async def answers(port: int, path: str = "/healthz") -> bool:
@@ -152,10 +159,13 @@ async def test_a_dead_orphan_sweep_is_restarted_while_the_operator_runs(
         stop = asyncio.Event()
         task = asyncio.create_task(
             controller_main.run_controller(
-                config, cloud_for(emu), kubeconfig=kube_api.kubeconfig, stop=stop,
+                config,
+                cloud_for(emu),
+                kubeconfig=kube_api.kubeconfig,
+                stop=stop,
                 leader_elect=False,
             )
-        )  # fmt: skip
+        )
         try:
             await until(lambda: runs >= 1, what="the orphan sweeps to run again after dying")
             failure = next(r for r in caplog.records if "'orphan sweeps' failed" in r.getMessage())

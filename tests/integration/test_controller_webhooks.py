@@ -22,14 +22,23 @@ pytest_plugins = ["tests.integration.conftest_kubeapi"]
 
 
 def _review(spec: dict[str, Any], annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "p", "annotations": annotations or {}}, "spec": spec}  # fmt: skip
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "annotations": annotations or {}},
+        "spec": spec,
+    }
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
-        "request": {"uid": "u-1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                    "operation": "CREATE", "namespace": "ml", "object": pod},
-    }  # fmt: skip
+        "request": {
+            "uid": "u-1",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE",
+            "namespace": "ml",
+            "object": pod,
+        },
+    }
 
 
 async def _post(port: int, ca: Path, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -43,11 +52,18 @@ async def _post(port: int, ca: Path, path: str, body: dict[str, Any]) -> dict[st
 
 async def test_controller_serves_both_webhooks_with_its_own_certificates(kube_api, tmp_path):
     port = free_port()
-    config = parse_config({
-        "region": "cn-hangzhou", "healthPort": 0, "enableWebhook": True,
-        "webhookPort": port, "certDir": str(tmp_path), "controllerNamespace": "default",
-        "controllerName": "erdma-webhook-test", "smcInitImage": "erdma-k8s:test",
-    })  # fmt: skip
+    config = parse_config(
+        {
+            "region": "cn-hangzhou",
+            "healthPort": 0,
+            "enableWebhook": True,
+            "webhookPort": port,
+            "certDir": str(tmp_path),
+            "controllerNamespace": "default",
+            "controllerName": "erdma-webhook-test",
+            "smcInitImage": "erdma-k8s:test",
+        }
+    )
     with EcsEmulator(standard_world()).in_thread() as emu:
         task = asyncio.create_task(
             run_controller(

@@ -13,8 +13,13 @@ import pytest
 
 
 def _sim(*args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "erdma", "sim", *args], capture_output=True,
-                          text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "erdma", "sim", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 

@@ -65,9 +65,14 @@ async def test_kubectl_shows_which_eri_the_pod_got(short_root, admin, node, kube
         "status": {"devices": [GPU]},
     }
     await admin.patch(
-        ResourceClaim.Status, ref[2], gpu_status, namespace="default",
-        patch_type=PatchType.APPLY, field_manager="gpu.example.com", force=True,
-    )  # fmt: skip
+        ResourceClaim.Status,
+        ref[2],
+        gpu_status,
+        namespace="default",
+        patch_type=PatchType.APPLY,
+        field_manager="gpu.example.com",
+        force=True,
+    )
     host = fakehost.build(short_root / "host", "default")
     driver = dra_support.new_driver(short_root, host, client=admin, node=node, addresses=addresses)
     async with FakeDraKubelet(short_root / "kubelet") as kubelet, driver:

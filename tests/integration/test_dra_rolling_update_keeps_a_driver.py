@@ -44,12 +44,29 @@ class AgentProcess:
         config.write_text(json.dumps({"dra": {"enabled": True}}))
         self.log = root / f"{name}.log"
         self.argv = [
-            sys.executable, "-m", "erdma", "agent", "--config", str(config),
-            "--host-root", str(root / "host"), "--kubelet-dir", str(root / "kubelet"),
-            "--cdi-spec-dir", str(root / "cdi"), "--kubeconfig", str(kubeconfig),
-            "--node-name", node, "--metrics-port", "0", "--rescan-interval", "0.2",
-            "--no-prepare-node", "--local-eri-discovery",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "erdma",
+            "agent",
+            "--config",
+            str(config),
+            "--host-root",
+            str(root / "host"),
+            "--kubelet-dir",
+            str(root / "kubelet"),
+            "--cdi-spec-dir",
+            str(root / "cdi"),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--node-name",
+            node,
+            "--metrics-port",
+            "0",
+            "--rescan-interval",
+            "0.2",
+            "--no-prepare-node",
+            "--local-eri-discovery",
+        ]
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:

@@ -60,11 +60,16 @@ class Installing:
     tarball: bytes
 
     def config(self, kubeconfig: Path, url: str, **installer: str) -> AgentConfig:
-        return build_config(environ={}, flags={
-            "host_root": self.host_root, "node_name": self.node, "kubeconfig": str(kubeconfig),
-            "driver_installer": {"enabled": True, "mirror": url, **installer},
-            "prefer_driver": "compat",
-        })  # fmt: skip
+        return build_config(
+            environ={},
+            flags={
+                "host_root": self.host_root,
+                "node_name": self.node,
+                "kubeconfig": str(kubeconfig),
+                "driver_installer": {"enabled": True, "mirror": url, **installer},
+                "prefer_driver": "compat",
+            },
+        )
 
 
 @pytest.fixture

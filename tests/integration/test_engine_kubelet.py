@@ -35,10 +35,18 @@ RDMA_CM = "/dev/infiniband/rdma_cm"
 async def test_the_container_gets_the_allocated_device_and_only_it(short_root: Path, strategy: str):
     kit = require("containerd")
     with own_cdi_dir(kit) as spec_dir:
-        node = SimulatedNode(short_root / "node", "default", [
-            "--slots-per-device", "4", "--device-list-strategy", strategy,
-            "--cdi-spec-dir", str(spec_dir),
-        ])  # fmt: skip
+        node = SimulatedNode(
+            short_root / "node",
+            "default",
+            [
+                "--slots-per-device",
+                "4",
+                "--device-list-strategy",
+                strategy,
+                "--cdi-spec-dir",
+                str(spec_dir),
+            ],
+        )
         await node.start()
         try:
             await node.wait_registered(ERDMA)

@@ -34,9 +34,23 @@ def test_podman_starts_a_container_with_the_documented_ulimits(tmp_path: Path):
     kit = require("podman")
     fakehost.build(tmp_path)
     options = [part for option in documented_ulimits() for part in option.split()]
-    done = kit.erdma("docker", "run", "--engine", "podman", "--root", str(tmp_path),
-                     "--memlock", "8388608", "--", *options, "--rm", IMAGE,
-                     "sh", "-c", "echo nproc $(ulimit -u) nofile $(ulimit -n)")  # fmt: skip
+    done = kit.erdma(
+        "docker",
+        "run",
+        "--engine",
+        "podman",
+        "--root",
+        str(tmp_path),
+        "--memlock",
+        "8388608",
+        "--",
+        *options,
+        "--rm",
+        IMAGE,
+        "sh",
+        "-c",
+        "echo nproc $(ulimit -u) nofile $(ulimit -n)",
+    )
     assert done.returncode == 0, done.stderr
     shown = dict(zip(*[iter(done.stdout.split())] * 2, strict=True))
     for option in documented_ulimits():

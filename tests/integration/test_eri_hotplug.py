@@ -30,9 +30,13 @@ async def test_each_eri_is_reported_once_when_ecs_has_it_in_use() -> None:
         world.set_traffic_mode(inst.primary_eni_id, HIGH_PERFORMANCE, 16)
         world.set_traffic_mode(other.primary_eni_id, HIGH_PERFORMANCE, 16)  # not watched
         eri = world.create_eni(
-            vswitch_id=inst.vswitch_id, security_group_ids=inst.security_group_ids,
-            traffic_mode=HIGH_PERFORMANCE, queue_pair_number=16, tags={}, client_token="",
-        )  # fmt: skip
+            vswitch_id=inst.vswitch_id,
+            security_group_ids=inst.security_group_ids,
+            traffic_mode=HIGH_PERFORMANCE,
+            queue_pair_number=16,
+            tags={},
+            client_token="",
+        )
         world.attach(eri.id, inst.id, 1)
         await asyncio.sleep(0.1)
         assert heard == [(inst.primary_eni_id, True)]  # the attach is still under way

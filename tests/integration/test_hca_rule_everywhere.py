@@ -125,8 +125,10 @@ def test_rule_is_the_policy_where_served_else_the_webhook(mode, choice, kube, se
     out = render_on(values, kube, served)
     assert _kinds(out) == expected
     for binding in hca(out, BINDING):
-        assert binding["spec"] == {"policyName": hca(out, POLICY)[0]["metadata"]["name"],
-                                   "validationActions": ["Deny"]}  # fmt: skip
+        assert binding["spec"] == {
+            "policyName": hca(out, POLICY)[0]["metadata"]["name"],
+            "validationActions": ["Deny"],
+        }
 
 
 @pytest.mark.parametrize("choice", ["auto", True])

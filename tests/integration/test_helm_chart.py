@@ -72,8 +72,15 @@ def test_agent_config_is_accepted_by_the_agent(case: tuple[str, Rendered], tmp_p
     assert seen["nodeName"] == "node-a"
     assert seen["resources"] == ["aliyun/erdma"]
     assert seen["localERIDiscovery"] == values.get("config", {}).get("localERIDiscovery", False)
-    for key in ("preferDriver", "allocateAllDevices", "exposedLocalERIs", "slotsPerDevice",
-                "deviceListStrategy", "jumboFrameMTU", "runtimeSocket"):  # fmt: skip
+    for key in (
+        "preferDriver",
+        "allocateAllDevices",
+        "exposedLocalERIs",
+        "slotsPerDevice",
+        "deviceListStrategy",
+        "jumboFrameMTU",
+        "runtimeSocket",
+    ):
         assert seen[key] == agent[key], key
     # node preparation is the driver DaemonSet's: the agent never runs in the host's namespaces
     assert seen["prepareNode"] is False and seen["hostNamespace"] is False
@@ -235,8 +242,14 @@ def test_driver_daemonset_prepares_then_watches(case: tuple[str, Rendered]) -> N
 
 def _sample_devices() -> list[dict[str, Any]]:
     labels = {"alibabacloud.com/instance-id": "i-bp1abc", "alibabacloud.com/nodename": "node-a"}
-    device = {"instanceID": "i-bp1abc", "mac": "00:16:3e:2f:37:75", "id": "eni-bp1x",
-              "networkCardIndex": 0, "queuePair": 0, "isPrimaryENI": False}  # fmt: skip
+    device = {
+        "instanceID": "i-bp1abc",
+        "mac": "00:16:3e:2f:37:75",
+        "id": "eni-bp1x",
+        "networkCardIndex": 0,
+        "queuePair": 0,
+        "isPrimaryENI": False,
+    }
     good: dict[str, Any] = {
         "apiVersion": "network.alibabacloud.com/v1",
         "kind": "ERdmaDevice",

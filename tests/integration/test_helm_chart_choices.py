@@ -92,8 +92,9 @@ def test_webhooks_only_when_enabled_and_without_ca_bundle(rendered: dict[str, Re
     assert out.get("Service", CONTROLLER)["spec"]["ports"][0]["targetPort"] == "webhook"
 
 
-def _pod(resource: str | None, *, smcr: bool = False, host_network: bool = False,
-         init: bool = False) -> dict[str, Any]:  # fmt: skip
+def _pod(
+    resource: str | None, *, smcr: bool = False, host_network: bool = False, init: bool = False
+) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "app", "image": "app"}
     if resource:
         container["resources"] = {"limits": {resource: "1"}}

@@ -25,8 +25,10 @@ def test_an_existing_secret_keeps_the_access_key_out_of_the_release() -> None:
     credential = out.secret_json(CREDENTIAL, "credential.json")
     assert credential == {"type": "access_key"}
     env = {e["name"]: e for e in out.container("Deployment", CONTROLLER)["env"]}
-    refs = {name: env[name]["valueFrom"]["secretKeyRef"] for name in
-            ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET")}  # fmt: skip
+    refs = {
+        name: env[name]["valueFrom"]["secretKeyRef"]
+        for name in ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET")
+    }
     assert refs == {
         "ALIBABA_CLOUD_ACCESS_KEY_ID": {"name": "erdma-ak", "key": "accessKeyID"},
         "ALIBABA_CLOUD_ACCESS_KEY_SECRET": {"name": "erdma-ak", "key": "accessKeySecret"},

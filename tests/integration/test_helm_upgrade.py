@@ -151,8 +151,11 @@ def test_an_agent_of_the_previous_release_reads_the_upgraded_configmap(
 def test_reuse_values_mounts_the_socket_the_release_named(
     previous: tuple[ChartVersion, Path], tmp_path: Path
 ) -> None:
-    values: dict[str, Any] = {**ACCESS_KEY, "smcr": {"mode": "prestart"},
-              "agent": {"runtimeSocket": "/run/k3s/containerd/containerd.sock"}}  # fmt: skip
+    values: dict[str, Any] = {
+        **ACCESS_KEY,
+        "smcr": {"mode": "prestart"},
+        "agent": {"runtimeSocket": "/run/k3s/containerd/containerd.sock"},
+    }
     chart = reuse_values_chart(tmp_path / "chart", previous[1], values)
     before = render(values, chart_dir=previous[1])
     after = render(values, chart_dir=chart, upgrade=True)

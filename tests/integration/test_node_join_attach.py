@@ -55,11 +55,15 @@ async def test_joining_gpu_node_gets_its_attached_eri_configured_and_exposed(
         try:
             node = await add_node(k8s, inst)
             settings = {
-                "host_root": short_root / "host", "kubelet_dir": short_root / "kubelet",
-                "node_name": node, "kubeconfig": str(kube_api.kubeconfig),
-                "local_eri_discovery": False, "metrics_port": 0, "slots_per_device": 2,
+                "host_root": short_root / "host",
+                "kubelet_dir": short_root / "kubelet",
+                "node_name": node,
+                "kubeconfig": str(kube_api.kubeconfig),
+                "local_eri_discovery": False,
+                "metrics_port": 0,
+                "slots_per_device": 2,
                 "metadata_url": emu.metadata_url_for(inst.id),
-            }  # fmt: skip
+            }
             agent = Agent(build_config(environ={}, flags=settings), netns=hardware.netns)
             agent_task = asyncio.create_task(agent.run(stop))
 
@@ -67,8 +71,11 @@ async def test_joining_gpu_node_gets_its_attached_eri_configured_and_exposed(
                 if reporter.done():  # a failed hot-plug says so, rather than a 30 s timeout
                     reporter.result()
                 return sorted(kubelet.latest(ERDMA) or {}) == [
-                    "erdma_0/0", "erdma_0/1", "erdma_1/0", "erdma_1/1"
-                ]  # fmt: skip
+                    "erdma_0/0",
+                    "erdma_0/1",
+                    "erdma_1/0",
+                    "erdma_1/1",
+                ]
 
             await kubelet.wait_for(both_cards, 30, "both cards exposed")
             obj = await eventually(lambda: ready_device(k8s, node))

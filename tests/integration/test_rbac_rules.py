@@ -59,9 +59,13 @@ def test_secrets_only_for_webhooks_named_and_never_created(
         assert out.find("Secret", SECRET) is None
         return
     assert rules == [
-        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET],
-         "verbs": ["get", "update"]}
-    ]  # fmt: skip
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [SECRET],
+            "verbs": ["get", "update"],
+        }
+    ]
     secret = out.get("Secret", SECRET)
     assert secret["type"] == "kubernetes.io/tls"
     assert secret["data"] == {"tls.crt": "", "tls.key": ""}  # the controller fills it

@@ -27,8 +27,14 @@ CARD1_MAC = ETH2.mac  # erdma_1's netdev
 
 
 def _eri(eni: str, mac: str, card: int) -> crd.DeviceInfo:
-    return crd.DeviceInfo(id=eni, mac=mac, instance_id="i-bp1follow", network_card_index=card,
-                          is_primary_eni=True, queue_pair=8)  # fmt: skip
+    return crd.DeviceInfo(
+        id=eni,
+        mac=mac,
+        instance_id="i-bp1follow",
+        network_card_index=card,
+        is_primary_eni=True,
+        queue_pair=8,
+    )
 
 
 def _object(node: str, eris: list[crd.DeviceInfo]) -> dict[str, Any]:
@@ -38,8 +44,15 @@ def _object(node: str, eris: list[crd.DeviceInfo]) -> dict[str, Any]:
 
 
 def _regular(node: str, kube_api: KubeApiServer, root: Path) -> SimulatedNode:
-    args = ["--no-local-eri-discovery", "--node-name", node,
-            "--kubeconfig", str(kube_api.kubeconfig), "--slots-per-device", "2"]  # fmt: skip
+    args = [
+        "--no-local-eri-discovery",
+        "--node-name",
+        node,
+        "--kubeconfig",
+        str(kube_api.kubeconfig),
+        "--slots-per-device",
+        "2",
+    ]
     return SimulatedNode(root, "default", args)
 
 

@@ -45,8 +45,11 @@ class TestAgainstTheKernel:
             ("10.0.0.0/24", None, 0),
             ("0.0.0.0/0", "10.0.0.1", 300),
         }
-        assert [(a.address, a.prefix_len) for a in in_ns(netns, lambda r: r.addresses(eth0))
-                if ":" not in a.address] == [("10.0.0.5", 24)]  # fmt: skip
+        assert [
+            (a.address, a.prefix_len)
+            for a in in_ns(netns, lambda r: r.addresses(eth0))
+            if ":" not in a.address
+        ] == [("10.0.0.5", 24)]
         # the local table (255) holds the address's own /32, and none of the main table's routes
         local = {str(x.dst) for x in in_ns(netns, lambda r: r.routes(255)) if x.oif == eth0}
         assert "10.0.0.5/32" in local and "0.0.0.0/0" not in local

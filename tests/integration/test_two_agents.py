@@ -42,14 +42,20 @@ async def test_lock_of_a_killed_holder_is_free_at_once(kubelet_root, tmp_path):
     plugin_dir = kubelet_root / "device-plugins"
     plugin_dir.mkdir(parents=True, exist_ok=True)
     holder = subprocess.Popen(
-        [sys.executable, "-c", (
-            "import asyncio, sys; from pathlib import Path\n"
-            "from erdma.deviceplugin.exclusive import ResourceLock\n"
-            f"lock = ResourceLock(Path({str(plugin_dir)!r}), 'toy', 'example.com/toy')\n"
-            "assert lock.try_acquire(); print('held', flush=True); sys.stdin.read()"
-        )],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            (
+                "import asyncio, sys; from pathlib import Path\n"
+                "from erdma.deviceplugin.exclusive import ResourceLock\n"
+                f"lock = ResourceLock(Path({str(plugin_dir)!r}), 'toy', 'example.com/toy')\n"
+                "assert lock.try_acquire(); print('held', flush=True); sys.stdin.read()"
+            ),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     mine = ResourceLock(plugin_dir, "toy", "example.com/toy")
     assert not mine.try_acquire()

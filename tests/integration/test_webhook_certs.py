@@ -122,8 +122,11 @@ async def test_concurrent_replicas_end_with_one_secret(kube_api, settings, tmp_p
 async def test_the_charts_empty_secret_is_filled_in_place_and_then_reused(k8s, settings, tmp_path):
     """The chart creates the Secret empty (kubernetes.io/tls requires both keys): the controller
     fills that object with an update, keeping its type and identity, as its RBAC allows."""
-    placeholder = Secret(metadata=ObjectMeta(name=settings.secret_name, namespace=NS),
-                         type="kubernetes.io/tls", data={"tls.crt": "", "tls.key": ""})  # fmt: skip
+    placeholder = Secret(
+        metadata=ObjectMeta(name=settings.secret_name, namespace=NS),
+        type="kubernetes.io/tls",
+        data={"tls.crt": "", "tls.key": ""},
+    )
     made = await k8s.create(placeholder)
     first = await wc.setup_webhook_certs(k8s, settings)
     assert (first.outcome, first.reason) == (wc.OUTCOME_FILLED, "")

@@ -99,9 +99,14 @@ def test_version_key_is_accepted_and_an_unknown_version_is_named(tmp_path: Path)
 
 
 def test_env_names_from_the_model_and_compatibility_names():
-    config = build_config(environ={"ERDMA_SLOTS_PER_DEVICE": "7", "NODE_NAME": "n1",
-                                   "RUNTIME_SOCK": "/run/c.sock",
-                                   "ERDMA_DRIVER_INSTALL_COMMAND": "install-erdma"})  # fmt: skip
+    config = build_config(
+        environ={
+            "ERDMA_SLOTS_PER_DEVICE": "7",
+            "NODE_NAME": "n1",
+            "RUNTIME_SOCK": "/run/c.sock",
+            "ERDMA_DRIVER_INSTALL_COMMAND": "install-erdma",
+        }
+    )
     assert (config.slots_per_device, config.node_name) == (7, "n1")
     assert (config.runtime_socket, config.driver_install_command) == (
         "/run/c.sock",

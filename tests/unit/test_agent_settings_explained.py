@@ -41,10 +41,13 @@ def test_help_shows_each_default(flag: str, default: str):
     [
         ("nccl:\n  socketIfName: eth0\n", "nccl.socketIfName='eth0'", "socketIfname"),
         ("slotPerDevice: 3\n", "slotPerDevice=3", "slotsPerDevice"),
-        ("sharedResources:\n- selectors: {driver: [mlx5_core]}\n",
-         "sharedResources.0.selectors.driver=['mlx5_core']", "drivers"),
+        (
+            "sharedResources:\n- selectors: {driver: [mlx5_core]}\n",
+            "sharedResources.0.selectors.driver=['mlx5_core']",
+            "drivers",
+        ),
     ],
-)  # fmt: skip
+)
 def test_an_unknown_key_suggests_the_nearest_valid_one(
     tmp_path: Path, text: str, where: str, meant: str
 ):

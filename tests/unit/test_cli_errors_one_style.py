@@ -46,8 +46,14 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 def _erdma(args: list[str]) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ERDMA_", "SMCR_"))}
-    return subprocess.run([sys.executable, "-m", "erdma", *args], capture_output=True,
-                          text=True, env=env, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "erdma", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def exit_codes(text: str) -> dict[str, str]:

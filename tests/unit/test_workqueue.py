@@ -78,8 +78,13 @@ async def test_due_follow_ups_and_other_keys_take_turns_so_neither_starves():
         queue.add(f"new-{i}")
         queue.add(f"attaching-{i}", follow_up=True)
     assert await drain(queue, 6) == [
-        "attaching-0", "new-0", "attaching-1", "new-1", "attaching-2", "new-2",
-    ]  # fmt: skip
+        "attaching-0",
+        "new-0",
+        "attaching-1",
+        "new-1",
+        "attaching-2",
+        "new-2",
+    ]
 
 
 async def test_a_watch_event_during_a_bring_up_does_not_send_the_recheck_behind_the_backlog():

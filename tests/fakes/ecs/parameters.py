@@ -21,11 +21,20 @@ from tests.fakes.ecs.state import EcsApiError
 #: parameters of the RPC envelope and signature v2, not of any action
 COMMON = frozenset(
     {
-        "Action", "Version", "Format", "AccessKeyId", "SecurityToken", "Signature",
-        "SignatureMethod", "SignatureNonce", "SignatureVersion", "SignatureType", "Timestamp",
+        "Action",
+        "Version",
+        "Format",
+        "AccessKeyId",
+        "SecurityToken",
+        "Signature",
+        "SignatureMethod",
+        "SignatureNonce",
+        "SignatureVersion",
+        "SignatureType",
+        "Timestamp",
         "RegionId",
     }
-)  # fmt: skip
+)
 
 _WRITTEN = re.compile(r"result\['([A-Za-z0-9]+)'\]")
 
