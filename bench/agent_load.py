@@ -3,7 +3,9 @@
 Each caller is its own process with its own gRPC channel (blocking stub, one call in flight),
 so the client side scales with the callers instead of one Python process being the bottleneck.
 The same processes run every phase in turn, a barrier starting each: the no-op floor
-(GetDevicePluginOptions) and Allocate are measured the same way, in the same run.
+(GetDevicePluginOptions) and Allocate are measured the same way, in the same run. Given a
+`cpu` reader (the server's CPU seconds), each phase also records the server CPU it cost, read
+at the barriers around it, so channel set-up and warm-up calls are left out.
 
 A caller keeps its timings until every phase is over and reports them after a last barrier:
 a caller that reported as soon as it finished (a multiprocessing queue put, or its process
@@ -17,6 +19,7 @@ import multiprocessing
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
@@ -49,12 +52,17 @@ Call = tuple[float, float]
 class PhaseResult:
     phase: Phase
     calls: list[list[Call]]  # per caller, in the order it made them
+    server_cpu: float | None = None  # seconds of the server's CPU over the phase, if read
+
+    @property
+    def total_calls(self) -> int:
+        return sum(len(c) for c in self.calls)
 
     @property
     def calls_per_s(self) -> float:
         """Every caller's calls over the span from the first start to the last end."""
         span = max(c[-1][1] for c in self.calls) - min(c[0][0] for c in self.calls)
-        return sum(len(c) for c in self.calls) / span
+        return self.total_calls / span
 
     def pct(self, q: float) -> float:
         """The `q` quantile of the phase's call latencies, in milliseconds."""
@@ -99,8 +107,14 @@ def _caller(
     out.put((index, made))
 
 
-def run_phases(socket: Path, device_id: str, phases: list[Phase]) -> list[PhaseResult]:
-    """Start one process per caller (as many as the largest phase), run `phases` in order."""
+def run_phases(
+    socket: Path | str,
+    device_id: str,
+    phases: list[Phase],
+    cpu: Callable[[], float] | None = None,
+) -> list[PhaseResult]:
+    """Start one process per caller (as many as the largest phase), run `phases` in order;
+    `cpu` (the server's CPU seconds so far), when given, is read at every phase boundary."""
     context = multiprocessing.get_context("spawn")  # never fork a process that runs gRPC
     processes = max(p.callers for p in phases)
     barrier = context.Barrier(processes + 1)
@@ -113,10 +127,11 @@ def run_phases(socket: Path, device_id: str, phases: list[Phase]) -> list[PhaseR
     ]
     for worker in workers:
         worker.start()
+    marks: list[float] = []  # the server's CPU at each phase boundary
     try:
-        for _ in phases:
+        for _ in range(len(phases) + 1):  # each phase's start, then the last one's end
             barrier.wait(PHASE_TIMEOUT)
-        barrier.wait(PHASE_TIMEOUT)  # the last phase is over
+            marks.append(cpu() if cpu is not None else 0.0)
         reports = dict(out.get(timeout=PHASE_TIMEOUT) for _ in workers)
     except (queue.Empty, threading.BrokenBarrierError):
         for worker in workers:
@@ -125,7 +140,11 @@ def run_phases(socket: Path, device_id: str, phases: list[Phase]) -> list[PhaseR
     for worker in workers:
         worker.join(30)
     return [
-        PhaseResult(phase, [reports[i][taken(phases[:n], i)] for i in range(phase.callers)])
+        PhaseResult(
+            phase,
+            [reports[i][taken(phases[:n], i)] for i in range(phase.callers)],
+            marks[n + 1] - marks[n] if cpu is not None else None,
+        )
         for n, phase in enumerate(phases)
     ]
 

@@ -5,8 +5,12 @@ bench/RESULTS.md. Figures: agent start -> registered; Allocate at 1/16/64 concur
 each caller its own process and gRPC channel (`bench.agent_load`), with the floor (a no-op
 unary RPC, GetDevicePluginOptions) measured the same way in the same run; GetPreferredAllocation
 over 2,000 available IDs; kubelet restart -> re-registered; port down in sysfs -> kubelet sees
-Unhealthy; and the agent's RSS with its metrics port on, for 2 devices x 1,000 slots and for
-16 devices x 200 slots plus the shared `rdma/hca` resource.
+Unhealthy; and the agent's RSS with its metrics port on, for 2 devices x 1,000 slots, for
+16 devices x 200 slots plus the shared `rdma/hca` resource, and for the memory goal's node
+(3 eRDMA devices x 1,000 slots + one mlx5 HCA): after registration, after 10,000 Allocates from
+one caller (kubelet calls Allocate one pod at a time), and after a 64-caller load, each read
+once the agent has been idle for twice its trim delay (`erdma.malloc.QUIET_SECONDS`), as a node
+sees it between pod starts.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench.agent_load import ALLOCATE, FLOOR, Phase, PhaseResult, run_phases
+from bench.proc import loadavg, rss_mib
 from bench.stats import pct
+from erdma import malloc
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
 from erdma.sim.fakehost_specs import PRIMARY, FakeNetdev, FakeRdma, HostSpec, mlx5_hca
 from erdma.sim.node import SimulatedNode
@@ -48,13 +54,6 @@ async def latency(
 
     await asyncio.gather(*(loop() for _ in range(callers)))
     return pct(samples, 0.5), pct(samples, 0.99)
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 async def scrape(port: int) -> None:
@@ -226,19 +225,62 @@ async def run_wide(root: Path, calls: int) -> Rows:
     ]
 
 
-async def run(rounds: int, calls: int) -> Rows:
+async def run_memory(root: Path, allocates: int, calls: int) -> Rows:
+    """The memory goal's node, metrics on and scraped: RSS after registration, after
+    `allocates` Allocates from one caller, after `calls` more from 64 caller processes."""
+    args = ["--slots-per-device", "1000", "--resources", f"{ERDMA},shared"]
+    node, port, _ = await started(root, big_host(erdma_devices=3, hcas=1), args, [ERDMA, SHARED])
+    assert node.process is not None
+    pid, socket = node.process.pid, node.kubelet.endpoint(ERDMA).path
+    name = "agent RSS, 3 devices x 1,000 slots + mlx5 rdma/hca"
+
+    async def settled() -> str:
+        await scrape(port)
+        await asyncio.sleep(2 * malloc.QUIET_SECONDS)
+        return f"{rss_mib(pid):.1f} MiB"
+
+    rows: Rows = [(f"{name}, after registration", await settled())]
+    for callers, each, when in (
+        (1, allocates, f"after {allocates:,} Allocates"),
+        (64, max(1, calls // 64), "after a 64-caller load"),
+    ):
+        phase = Phase(ALLOCATE, callers, each)
+        await asyncio.to_thread(run_phases, socket, "erdma_0/1", [phase])
+        rows.append((f"{name}, {when}", await settled()))
+    await node.stop()
+    return rows
+
+
+async def run(rounds: int, calls: int, allocates: int) -> Rows:
     with tempfile.TemporaryDirectory(prefix="bench-", dir="/tmp") as tmp:
-        rows = await run_reference(Path(tmp) / "reference", rounds, calls)
+        rows = await run_memory(Path(tmp) / "memory", allocates, calls)
+        rows += await run_reference(Path(tmp) / "reference", rounds, calls)
         rows += await run_wide(Path(tmp) / "wide", calls)
     return rows
+
+
+async def run_memory_only(calls: int, allocates: int) -> Rows:
+    with tempfile.TemporaryDirectory(prefix="bench-", dir="/tmp") as tmp:
+        return await run_memory(Path(tmp), allocates, calls)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--calls", type=int, default=3200, help="RPCs per Allocate/floor phase")
+    parser.add_argument(
+        "--allocates", type=int, default=10_000, help="one caller's Allocates before RSS"
+    )
+    parser.add_argument(
+        "--only-memory", action="store_true", help="only the 3 x 1,000 + mlx5 memory rows"
+    )
     args = parser.parse_args()
-    rows = asyncio.run(run(args.rounds, args.calls))
+    print(f"load average at start: {loadavg()}")
+    if args.only_memory:
+        rows = asyncio.run(run_memory_only(args.calls, args.allocates))
+    else:
+        rows = asyncio.run(run(args.rounds, args.calls, args.allocates))
+    print(f"load average at end: {loadavg()}")
     print("| measurement | result |\n| --- | --- |")
     for name, value in rows:
         print(f"| {name} | {value} |")

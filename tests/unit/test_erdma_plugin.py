@@ -186,3 +186,25 @@ def test_cdi_strategies_name_devices_instead_of_listing_nodes(tmp_path: Path):
     (alloc,) = plugin.allocate([["erdma_1/0"]])
     assert alloc.annotations == {"cdi.k8s.io/erdma": "aliyun.com/erdma=erdma_1"}
     assert alloc.devices == [] and alloc.cdi_devices == []
+
+
+def test_an_answer_follows_the_latest_scan_and_cdi_readiness(tmp_path: Path):
+    """Allocate keeps each answer until the next scan: what it gives must still follow a host
+    that changed (rdma_cm gone) and a CDI spec that became current."""
+    from erdma.cdi import DeviceListStrategy
+
+    host = fakehost.build(tmp_path, "default")
+    ready = False
+    plugin = ErdmaPlugin(
+        ErdmaPolicy(device_list_strategy=DeviceListStrategy.CDI_DEVICES), cdi_ready=lambda: ready
+    )
+    plugin.update(scan(tmp_path))
+    (before,) = plugin.allocate([["erdma_0/0"]])
+    assert [d.host_path for d in before.devices][-1] == "/dev/infiniband/rdma_cm"
+    host.remove_node("/dev/infiniband/rdma_cm")
+    plugin.update(scan(tmp_path))
+    (after,) = plugin.allocate([["erdma_0/1"]])
+    assert [d.host_path for d in after.devices] == ["/dev/infiniband/uverbs0"]
+    ready = True
+    (named,) = plugin.allocate([["erdma_0/2"]])
+    assert named.cdi_devices == ["aliyun.com/erdma=erdma_0"] and named.devices == []

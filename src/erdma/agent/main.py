@@ -66,6 +66,7 @@ def agent_command(config_file: Path | None, **flags: Any) -> None:
     except (ConfigError, ExposureError, ValueError) as exc:
         raise StartupError(str(exc)) from None
     malloc.limit_arenas(MALLOC_ARENAS)
+    malloc.freeze_startup()  # modules, settings and the first device lists: see erdma.malloc
     asyncio.run(_serve(agent, config_file))
 
 

@@ -77,22 +77,31 @@ def device_list_to_pb(devices: Iterable[PluginDevice]) -> pb.ListAndWatchRespons
     return response
 
 
-def allocation_to_pb(allocation: ContainerAllocation) -> pb.ContainerAllocateResponse:
-    return pb.ContainerAllocateResponse(
-        envs=allocation.envs,
-        mounts=[
-            pb.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only)
-            for m in allocation.mounts
-        ],
-        devices=[
-            pb.DeviceSpec(
+def allocate_response(allocations: Iterable[ContainerAllocation]) -> pb.AllocateResponse:
+    """The Allocate answer, one container response per allocation, in order.
+
+    Built in place (``add``) and only with the fields an allocation has: a sub-message built
+    on its own and then copied in, and an empty list or map passed to a constructor, each cost
+    a protobuf call on every Allocate (together about half of this function's time).
+    """
+    response = pb.AllocateResponse()
+    for allocation in allocations:
+        container = response.container_responses.add()
+        if allocation.envs:
+            container.envs.update(allocation.envs)
+        for m in allocation.mounts:
+            container.mounts.add(
+                container_path=m.container_path, host_path=m.host_path, read_only=m.read_only
+            )
+        for d in allocation.devices:
+            container.devices.add(
                 container_path=d.container_path, host_path=d.host_path, permissions=d.permissions
             )
-            for d in allocation.devices
-        ],
-        annotations=allocation.annotations,
-        cdi_devices=[pb.CDIDevice(name=name) for name in allocation.cdi_devices],
-    )
+        if allocation.annotations:
+            container.annotations.update(allocation.annotations)
+        for name in allocation.cdi_devices:
+            container.cdi_devices.add(name=name)
+    return response
 
 
 def container_requests(request: pb.AllocateRequest) -> list[list[str]]:
@@ -147,14 +156,14 @@ def check_allocate(
     """
     problems: list[str] = []
     seen: set[str] = set()
-    for device_id in (i for ids in wanted for i in ids):
-        if device_id in seen:
-            problems.append(f"{device_id!r} is requested more than once")
-        elif device_id not in health:
-            problems.append(f"{device_id!r} was never advertised")
-        elif not health[device_id]:
-            problems.append(f"{device_id!r} is {UNHEALTHY}")
-        seen.add(device_id)
+    for ids in wanted:
+        for device_id in ids:
+            if device_id in seen:
+                problems.append(f"{device_id!r} is requested more than once")
+            elif not health.get(device_id, False):
+                why = "was never advertised" if device_id not in health else f"is {UNHEALTHY}"
+                problems.append(f"{device_id!r} {why}")
+            seen.add(device_id)
     if problems:
         raise AllocationError(
             f"{resource}: refusing Allocate: {summarize(problems)}; "

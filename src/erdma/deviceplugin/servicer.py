@@ -1,7 +1,8 @@
 """The `v1beta1.DevicePlugin` gRPC service for one ResourcePlugin.
 
 It translates RPCs to plugin calls, maps plugin errors to gRPC status codes with the plugin's
-message (kubelet shows it in the pod's events), and records latency and errors. It also holds
+message (kubelet shows it in the pod's events), and records latency and errors. After a busy
+spell of unary calls the process's heap is trimmed (`erdma.malloc.TrimWhenIdle`). It also holds
 kubelet to the protocol on the plugin's behalf: Allocate may name only advertised Healthy IDs,
 a preferred allocation always has the asked size from the offered IDs, and a list kubelet
 could not receive is never sent (the stream stays open for the next one).
@@ -16,13 +17,14 @@ from typing import TypeVar
 
 import grpc
 
+from erdma import malloc
 from erdma.api.deviceplugin.v1beta1 import api_pb2 as pb
 from erdma.api.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
 from erdma.deviceplugin.allocation_log import ALLOCATIONS
 from erdma.deviceplugin.convert import (
     KUBELET_MAX_MESSAGE_BYTES,
     MAX_REFUSAL_BYTES,
-    allocation_to_pb,
+    allocate_response,
     check_allocate,
     check_preferred,
     container_requests,
@@ -47,10 +49,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
         self._plugin = plugin
         self._feed = feed
         self._metrics = metrics
-
-    @property
-    def _resource(self) -> str:
-        return self._plugin.resource_name
+        self._resource = plugin.resource_name  # read on every call: kept, not looked up
 
     async def _answer(
         self, method: str, context: grpc.aio.ServicerContext, call: Callable[[], Awaitable[T]]
@@ -71,9 +70,8 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
             code = grpc.StatusCode.INTERNAL
             message = _bounded(f"{method}: {type(err).__name__}: {err}")
         finally:
-            self._metrics.rpc_latency.labels(resource=self._resource, method=method).observe(
-                time.perf_counter() - started
-            )
+            self._metrics.latency(self._resource, method).observe(time.perf_counter() - started)
+            malloc.AFTER_CALLS.busy()  # what a burst of callers left in the heap goes back
         self._metrics.rpc_errors.labels(
             resource=self._resource, method=method, code=code.name
         ).inc()
@@ -109,6 +107,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
                 last_problem = problem
                 if message is not None:
                     yield message
+                message = None  # sent: not kept while the stream waits (0.4 MiB for 3,000 IDs)
                 version, devices = await self._feed.next_after(version)
         finally:
             log.info("ListAndWatch stream closed", extra={"resource": self._resource})
@@ -177,9 +176,7 @@ class DevicePluginServicer(pb_grpc.DevicePluginServicer):
                     f"plugin answered {len(allocations)} containers for {len(wanted)} requests"
                 )
             ALLOCATIONS.allocated(self._resource, wanted)
-            return pb.AllocateResponse(
-                container_responses=[allocation_to_pb(a) for a in allocations]
-            )
+            return allocate_response(allocations)
 
         return await self._answer("Allocate", context, allocate)
 
