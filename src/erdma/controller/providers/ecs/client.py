@@ -30,7 +30,6 @@ from erdma.controller.cloud import (
     CREATOR_TAG_KEY,
     CREATOR_TAG_VALUE,
     ENI_AVAILABLE,
-    INSTANCE_ID_TAG_KEY,
     TRAFFIC_HIGH_PERFORMANCE,
     CloudError,
     Eni,
@@ -41,6 +40,7 @@ from erdma.controller.cloud import (
 from erdma.controller.metrics import ControllerMetrics
 from erdma.controller.providers.ecs import responses, sdk, transport
 from erdma.controller.providers.ecs.errors import classify
+from erdma.controller.providers.ecs.leftovers import LeftoverSearch
 from erdma.controller.providers.ecs.settings import EcsSettings
 from erdma.controller.ratelimit import ThrottleGate, TokenBucket
 
@@ -49,6 +49,9 @@ TAG_BATCH = 50  # TagResources accepts at most 50 resource ids
 LEFTOVER_BATCH = 1000  # instances whose leftovers one region-wide query looks for
 #: a batch that keeps gaining company stays open up to this many batch windows (``batching``)
 BATCH_HOLD = 4
+#: how long the answer of a region-wide leftover query serves later searches, in batch windows
+#: (``leftovers``)
+LEFTOVER_REUSE = 20
 USER_AGENT = "erdma-k8s-controller/0.1"
 
 Resp = TypeVar("Resp")
@@ -84,7 +87,11 @@ class EcsCloud:
         self._caps: dict[str, asyncio.Future[InstanceTypeCaps]] = {}
         self._instances = self._coalescer(self._instances_by_id, PAGE_SIZE)
         self._enis = self._coalescer(self._enis_by_id, PAGE_SIZE)
-        self._leftovers = self._coalescer(self._available_owned, LEFTOVER_BATCH)
+        self._leftovers = LeftoverSearch(
+            self._available_owned,
+            lambda fetch: self._coalescer(fetch, LEFTOVER_BATCH),
+            settings.batch_window * LEFTOVER_REUSE,
+        )
         self._taggers: dict[frozenset[tuple[str, str]], Coalescer[str, None]] = {}
         self._client = EcsClient(
             OpenApiConfig(
@@ -267,20 +274,15 @@ class EcsCloud:
         return {e.id: e for e in await self._describe(network_interface_id=ids)}
 
     async def leftover_eris(self, instance_id: str) -> list[Eni]:
-        """Available ERIs of ours for the instance: one region-wide query serves a batch."""
-        return list(await self._leftovers.get(instance_id) or ())
+        """Available ERIs of ours for the instance (``leftovers``: one query serves many)."""
+        return await self._leftovers.find(instance_id)
 
-    async def _available_owned(self, instance_ids: list[str]) -> dict[str, tuple[Eni, ...]]:
+    async def _available_owned(self) -> list[Eni]:
+        """Every Available ERI this controller created, in the whole region."""
         creator = ecs_models.DescribeNetworkInterfacesRequestTag(
             key=CREATOR_TAG_KEY, value=CREATOR_TAG_VALUE
         )
-        wanted = set(instance_ids)
-        found: dict[str, list[Eni]] = {}
-        for eni in await self._describe(tag=[creator], status=ENI_AVAILABLE):
-            owner = eni.tags.get(INSTANCE_ID_TAG_KEY, "")
-            if owner in wanted:
-                found.setdefault(owner, []).append(eni)
-        return {k: tuple(v) for k, v in found.items()}
+        return await self._describe(tag=[creator], status=ENI_AVAILABLE)
 
     async def create_eri(
         self,
@@ -304,7 +306,10 @@ class EcsCloud:
             ],
         )
         client = self._client.create_network_interface_with_options_async
-        body = (await self._call("CreateNetworkInterface", client, request)).body
+        try:
+            body = (await self._call("CreateNetworkInterface", client, request)).body
+        finally:  # answered or not, ECS may hold the ERI from now on (``leftover_eris``)
+            self._leftovers.create_ended(instance.id)
         return responses.created_eri(body, instance, card_index, queue_pair_number, tags)
 
     async def attach_eri(self, eni_id: str, instance_id: str, card_index: int) -> None:
