@@ -186,10 +186,14 @@ async def start_agent(
     kubelet = FakeKubelet(root / "kubelet" / "device-plugins")
     await kubelet.start()
     settings = {
-        "host_root": machine.host_root, "kubelet_dir": root / "kubelet", "node_name": node,
-        "kubeconfig": str(kubeconfig), "local_eri_discovery": False, "metrics_port": 0,
+        "host_root": machine.host_root,
+        "kubelet_dir": root / "kubelet",
+        "node_name": node,
+        "kubeconfig": str(kubeconfig),
+        "local_eri_discovery": False,
+        "metrics_port": 0,
         "metadata_url": inst.metadata_url,
-    }  # fmt: skip
+    }
     agent = Agent(build_config(environ={}, flags=settings), netns=machine.hardware().netns)
     task = asyncio.create_task(agent.run(stop))
     await kubelet.wait_for(lambda: kubelet.registered(ERDMA), 60, f"{node} registered")
@@ -293,18 +297,28 @@ def report(
 ) -> None:
     total = [both - c for c, (_, both) in zip(created, done, strict=True)]
     stages = (
-        ("Node created -> ECS has the attached ERI in use",
-         [a - c for (a, _), c in zip(hotplugs, created, strict=True)]),
-        ("ECS has it in use -> it appears on the host (the harness's lag)",
-         [p - a for a, p in hotplugs]),
-        ("Node created -> ERdmaDevice Ready",
-         [seen[n] - c for n, c in zip(names, created, strict=True)]),
-        ("ERdmaDevice Ready -> kubelet lists both cards",
-         [both - seen[n] for n, (_, both) in zip(names, done, strict=True)]),
-        ("Node created -> kubelet lists its first card",
-         [first - c for c, (first, _) in zip(created, done, strict=True)]),
+        (
+            "Node created -> ECS has the attached ERI in use",
+            [a - c for (a, _), c in zip(hotplugs, created, strict=True)],
+        ),
+        (
+            "ECS has it in use -> it appears on the host (the harness's lag)",
+            [p - a for a, p in hotplugs],
+        ),
+        (
+            "Node created -> ERdmaDevice Ready",
+            [seen[n] - c for n, c in zip(names, created, strict=True)],
+        ),
+        (
+            "ERdmaDevice Ready -> kubelet lists both cards",
+            [both - seen[n] for n, (_, both) in zip(names, done, strict=True)],
+        ),
+        (
+            "Node created -> kubelet lists its first card",
+            [first - c for c, (first, _) in zip(created, done, strict=True)],
+        ),
         ("**Node created -> kubelet lists both cards**", total),
-    )  # fmt: skip
+    )
     print(f"## Node ready, end to end: {args.nodes} GPU nodes joining at once")
     print()
     print("| stage | median | p99 | max |")

@@ -175,8 +175,12 @@ async def _apply(cloud: CloudApi, instance: Instance, card: CardPlan, token_salt
             refused = str(exc)
             log.warning(
                 "instance %s: converting primary ENI %s was refused (%s); creating an ERI for "
-                "card %d instead", instance.id, primary.id, exc, card.card_index,
-            )  # fmt: skip
+                "card %d instead",
+                instance.id,
+                primary.id,
+                exc,
+                card.card_index,
+            )
             card = CardPlan(card.card_index, CREATE, card.queue_pair_number)
         else:
             return EriStatus(
@@ -277,8 +281,9 @@ async def _backfill_tags(cloud: CloudApi, instance: Instance, cards: Sequence[Ca
         except CloudError as exc:
             log.warning(
                 "could not tag ERIs %s (best effort; grant ecs:TagResources to stop this): %s",
-                ", ".join(untagged), exc,
-            )  # fmt: skip
+                ", ".join(untagged),
+                exc,
+            )
 
 
 @dataclass(frozen=True)

@@ -357,8 +357,10 @@ class NodeReconciler:
             if cleaned.kept:
                 log.info(
                     "node %s is gone but instance %s still runs: keeping its ERIs %s",
-                    name, instance_id, ", ".join(cleaned.kept),
-                )  # fmt: skip
+                    name,
+                    instance_id,
+                    ", ".join(cleaned.kept),
+                )
             if cleaned.errors:
                 message = "; ".join(cleaned.errors)
                 await self.events.record(node, "Warning", "ERICleanupFailed", message)
