@@ -74,8 +74,12 @@ def test_glibc_gives_back_freed_pages_between_live_chunks():
 
 
 def test_objects_alive_at_start_are_frozen_out_of_later_collections():
+    """A container alive at the call leaves the generations a collection walks. (Counts are
+    not compared: other threads of the test process free frozen objects at any time.)"""
+    alive_at_start = [object()]
+    assert any(o is alive_at_start for o in gc.get_objects())
     try:
-        frozen = malloc.freeze_startup()
-        assert frozen > 0 and gc.get_freeze_count() == frozen
+        assert malloc.freeze_startup() > 0
+        assert not any(o is alive_at_start for o in gc.get_objects())
     finally:
         gc.unfreeze()  # other tests in this process collect as usual

@@ -117,7 +117,8 @@ async def run_controller(
     through its shutdown path: the operator stops, the Lease is released, the exit code is 0.
 
     The metrics served are ``controller_metrics``, by default those ``cloud`` counts its calls
-    in (so cloud calls and reconciles share one registry).
+    in (so cloud calls and reconciles share one registry). When it returns, ``cloud``'s HTTP
+    connections are closed (``CloudApi.close``).
 
     The background work runs under one `Supervisor`: the webhook certificate keeper restarts
     with backoff when it dies (the served certificate stays valid meanwhile), while a failure
@@ -184,6 +185,7 @@ async def run_controller(
         await client.close()
         if elector is not None:
             await elector.client.close()
+        await cloud.close()  # its HTTP connections: a later call opens what it needs
 
 
 class StartupError(click.ClickException):
@@ -237,8 +239,6 @@ def controller_command(
             await run_controller(config, cloud, kubeconfig=kubeconfig, leader_elect=leader_elect)
         except (WebhookCertError, ValueError) as exc:
             raise click.ClickException(str(exc)) from None
-        finally:
-            await cloud.close()
 
     try:
         asyncio.run(main())
