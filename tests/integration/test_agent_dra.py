@@ -20,6 +20,7 @@ from erdma.dra.names import DRIVER_NAME
 from erdma.sim import fakehost
 from erdma.sim.kubelet import FakeKubelet
 from tests.fakes.kubeapi import KubeApiServer
+from tests.integration.agent_support import agent_settings
 from tests.integration.dra_support import slices_of
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
@@ -32,18 +33,14 @@ async def slice_devices(k8s: AsyncClient, node: str) -> list[str]:
 
 
 def settings(kube_api: KubeApiServer, root: Path, node: str) -> dict[str, object]:
-    return {
-        "host_root": root / "host",
-        "kubelet_dir": root / "kubelet",
-        "node_name": node,
-        "kubeconfig": str(kube_api.kubeconfig),
-        "local_eri_discovery": True,
-        "metrics_port": 0,
-        "rescan_interval": 0.1,
-        "prepare_node": False,
-        "slots_per_device": 2,
-        "dra": {"enabled": True, "devices": ["erdma_0"]},
-    }
+    return agent_settings(
+        kube_api,
+        root,
+        node_name=node,
+        prepare_node=False,
+        slots_per_device=2,
+        dra={"enabled": True, "devices": ["erdma_0"]},
+    )
 
 
 async def test_dra_owned_devices_are_published_and_not_advertised(kube_api, short_root):

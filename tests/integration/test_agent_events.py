@@ -21,6 +21,7 @@ from erdma.sim.fakecmds import KmodCommands
 from erdma.sim.kubelet import FakeKubelet
 from tests.fakes.installer_node import InstallerNode, installer_tarball, mirror, sha256
 from tests.fakes.kubeapi import KubeApiServer
+from tests.integration.agent_support import agent_settings
 
 pytest_plugins = ["tests.integration.conftest_kubeapi"]
 
@@ -51,16 +52,7 @@ async def run_agent(
 ) -> tuple[asyncio.Event, asyncio.Task[None], FakeKubelet]:
     kubelet = FakeKubelet(root / "kubelet" / "device-plugins")
     await kubelet.start()
-    settings = {
-        "host_root": root / "host",
-        "kubelet_dir": root / "kubelet",
-        "node_name": node,
-        "kubeconfig": str(kube_api.kubeconfig),
-        "local_eri_discovery": True,
-        "metrics_port": 0,
-        "rescan_interval": 0.1,
-        **flags,
-    }
+    settings = agent_settings(kube_api, root, **{"node_name": node, **flags})
     config = build_config(environ={}, flags=settings)
     agent = Agent(config, runner=runner)
     stop = asyncio.Event()
