@@ -61,6 +61,8 @@ bench: $(STAMP)
 	$(PY) -m bench.bench_node_ready --nodes 50
 	$(PY) -m bench.bench_controller_scale --nodes 5000
 	$(PY) -m bench.bench_leader --rounds 5
+	$(PY) -m bench.bench_allocate_cpu
+	$(PY) -m bench.bench_ecs_transport --calls 2000
 	$(PY) -m bench.bench_dra_slices --rounds 20
 
 ## chaos: the fault suite at full trial counts; rewrites the table in docs/reliability.md
