@@ -123,7 +123,10 @@ def _body(request: DaraRequest) -> bytes:
 
 
 class SharedSession:
-    """One SDK client's HTTP session, made on its first call and kept until ``close``."""
+    """One SDK client's HTTP session, made on its first call and kept until ``close``, or until
+    the loop it was made on ends: an owner that never calls ``close`` (a test, a script) would
+    otherwise leave it to the garbage collector, which logs "Unclosed client session" as an
+    error in whatever runs then."""
 
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
@@ -131,6 +134,7 @@ class SharedSession:
         self._ssl: ssl.SSLContext | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self._guard: asyncio.Task[None] | None = None
 
     def _session_for(self, tls: _Tls) -> aiohttp.ClientSession | None:
         """The shared session if it fits ``tls`` and the running loop (made on first use)."""
@@ -144,6 +148,7 @@ class SharedSession:
             )
             self._session = aiohttp.ClientSession(connector=connector)
             self._tls, self._loop = tls, loop
+            self._guard = loop.create_task(self._close_with_loop(), name="ecs http session")
         if self._session is None or tls != self._tls or loop is not self._loop:
             return None
         return self._session
@@ -176,9 +181,22 @@ class SharedSession:
     async def close(self) -> None:
         """Close the session and its connections; later calls take the SDK's per-call path."""
         self._closed = True
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._guard is not None:
+            self._guard.cancel()
+        await self._close_session()
+
+    async def _close_with_loop(self) -> None:
+        """Wait for the end of the loop: ``asyncio.run`` (and pytest's loops) cancel every task
+        left before closing it, and the session closes then."""
+        try:
+            await asyncio.get_running_loop().create_future()
+        finally:
+            await self._close_session()
+
+    async def _close_session(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
 
 class _SharedSessionCore(DaraCore):
