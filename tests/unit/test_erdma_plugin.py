@@ -189,8 +189,8 @@ def test_cdi_strategies_name_devices_instead_of_listing_nodes(tmp_path: Path):
 
 
 def test_an_answer_follows_the_latest_scan_and_cdi_readiness(tmp_path: Path):
-    """Allocate keeps each answer until the next scan: what it gives must still follow a host
-    that changed (rdma_cm gone) and a CDI spec that became current."""
+    """Allocate keeps each answer while rescans find the same devices: what it gives must still
+    follow a host that changed (rdma_cm gone) and a CDI spec that became current."""
     from erdma.cdi import DeviceListStrategy
 
     host = fakehost.build(tmp_path, "default")
@@ -201,6 +201,8 @@ def test_an_answer_follows_the_latest_scan_and_cdi_readiness(tmp_path: Path):
     plugin.update(scan(tmp_path))
     (before,) = plugin.allocate([["erdma_0/0"]])
     assert [d.host_path for d in before.devices][-1] == "/dev/infiniband/rdma_cm"
+    plugin.update(scan(tmp_path))  # a rescan that finds the same host keeps the answer
+    assert plugin.allocate([["erdma_0/3"]])[0] is before
     host.remove_node("/dev/infiniband/rdma_cm")
     plugin.update(scan(tmp_path))
     (after,) = plugin.allocate([["erdma_0/1"]])

@@ -59,7 +59,7 @@ class ErdmaPolicy:
 
 @dataclass(frozen=True)
 class _Answer:
-    """Allocate's answer for one set of devices, kept until the next scan."""
+    """Allocate's answer for one set of devices, kept until a scan finds them changed."""
 
     devices: tuple[RdmaDevice, ...]
     allocation: ContainerAllocation
@@ -96,18 +96,22 @@ class ErdmaPlugin(ResourcePlugin):
         self._refusal = ""
         self._unlisted: dict[str, str] = {}  # device -> why it is not advertised
         self._list_key: tuple[object, ...] | None = None  # what `_list` was built from
-        # Allocate's answer for each (devices, strategy) since the last scan: it follows from
-        # the snapshot and the settings alone, and building it (env, NCCL variables, device
-        # nodes) was a third of the agent's CPU per Allocate (bench/bench_allocate_cpu.py).
+        # Allocate's answer for each (devices, strategy) while the exposed devices and rdma_cm
+        # stay as they are: it follows from them and the settings alone, and building it (env,
+        # NCCL variables, device nodes) was a third of the agent's CPU per Allocate
+        # (bench/bench_allocate_cpu.py).
         self._answers: dict[tuple[tuple[str, ...], DeviceListStrategy], _Answer] = {}
+        self._answers_from: tuple[object, ...] = ()  # the devices and rdma_cm they were made of
 
     # -- device list ---------------------------------------------------------------------
     def update(self, snapshot: DeviceSnapshot) -> bool:
         """Adopt a new scan; tells the framework (and so kubelet) only when the list changed."""
         self._snapshot = snapshot
-        self._answers = {}
         chosen = self.policy.exposure.select(snapshot.erdma_devices)
         exposed = {dev.name: dev for dev in chosen}
+        answers_from = (*exposed.values(), snapshot.rdma_cm)
+        if answers_from != self._answers_from:  # a rescan every 0.5 s mostly finds them equal
+            self._answers, self._answers_from = {}, answers_from
         health = {name: device_health(dev) for name, dev in exposed.items()}
         self._log_changes(exposed, health)
         self._exposed, self._health = exposed, health
