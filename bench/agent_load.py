@@ -15,11 +15,12 @@ which showed up as a p99 tail of 0.3-1.2 s that no kubelet would see.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
@@ -72,21 +73,23 @@ class PhaseResult:
 def _caller(
     index: int,
     socket: str,
-    device_id: str,
+    device_ids: Sequence[str],
     phases: list[Phase],
     barrier: Barrier,
     out: Queue[tuple[int, list[list[Call]]]],
 ) -> None:
-    """One caller process: a warm channel, then its share of every phase it takes part in."""
+    """One caller process: a warm channel, then its share of every phase it takes part in;
+    its Allocates ask for `device_ids` one per call in turn, starting at its own offset."""
     channel = grpc.insecure_channel(f"unix://{socket}")
     grpc.channel_ready_future(channel).result(timeout=30)
     stub = pb_grpc.DevicePluginStub(channel)
-    request = pb.AllocateRequest(
-        container_requests=[pb.ContainerAllocateRequest(devices_ids=[device_id])]
+    requests = itertools.cycle(
+        pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=[i])])
+        for i in [*device_ids[index:], *device_ids[:index]]
     )
     calls = {
         FLOOR: lambda: stub.GetDevicePluginOptions(pb.Empty()),
-        ALLOCATE: lambda: stub.Allocate(request),
+        ALLOCATE: lambda: stub.Allocate(next(requests)),
     }
     for call in calls.values():  # first calls pay for lazy set-up on both sides
         call()
@@ -109,19 +112,21 @@ def _caller(
 
 def run_phases(
     socket: Path | str,
-    device_id: str,
+    device_ids: Sequence[str],
     phases: list[Phase],
     cpu: Callable[[], float] | None = None,
 ) -> list[PhaseResult]:
     """Start one process per caller (as many as the largest phase), run `phases` in order;
-    `cpu` (the server's CPU seconds so far), when given, is read at every phase boundary."""
+    `cpu` (the server's CPU seconds so far), when given, is read at every phase boundary.
+    Each Allocate asks for one of `device_ids`, in turn, as kubelet hands out a different free
+    slot to each pod."""
     context = multiprocessing.get_context("spawn")  # never fork a process that runs gRPC
     processes = max(p.callers for p in phases)
     barrier = context.Barrier(processes + 1)
     out: Queue[tuple[int, list[list[Call]]]] = context.Queue()
     workers = [
         context.Process(
-            target=_caller, args=(i, str(socket), device_id, phases, barrier, out), daemon=True
+            target=_caller, args=(i, str(socket), device_ids, phases, barrier, out), daemon=True
         )
         for i in range(processes)
     ]

@@ -120,7 +120,7 @@ async def run_reference(root: Path, rounds: int, calls: int) -> Rows:
         for callers in CALLERS
         for method in (FLOOR, ALLOCATE)
     ]
-    rows += allocate_rows(await asyncio.to_thread(run_phases, endpoint.path, "erdma_0/1", phases))
+    rows += allocate_rows(await asyncio.to_thread(run_phases, endpoint.path, ["erdma_0/1"], phases))
     available = list(node.kubelet.latest(ERDMA) or {})[:2000]
     pref = await latency(lambda: node.kubelet.preferred(ERDMA, available, [], 4), 1, 200)
     rows.append(
@@ -245,7 +245,7 @@ async def run_memory(root: Path, allocates: int, calls: int) -> Rows:
         (64, max(1, calls // 64), "after a 64-caller load"),
     ):
         phase = Phase(ALLOCATE, callers, each)
-        await asyncio.to_thread(run_phases, socket, "erdma_0/1", [phase])
+        await asyncio.to_thread(run_phases, socket, ["erdma_0/1"], [phase])
         rows.append((f"{name}, {when}", await settled()))
     await node.stop()
     return rows

@@ -69,6 +69,7 @@ class ErdmaPlugin(ResourcePlugin):
     resource_name = ERDMA_RESOURCE
     socket_stem = "erdma"
     preferred_allocation_available = True
+    answers_kept = True  # `_answers`: a changed answer is a new object
 
     def __init__(
         self,
@@ -91,16 +92,18 @@ class ErdmaPlugin(ResourcePlugin):
         self._exposed: dict[str, RdmaDevice] = {}
         self._health: dict[str, Health] = {}
         self._list: tuple[PluginDevice, ...] = ()
-        self._ids: frozenset[str] = frozenset()
+        # {advertised slot ID: its device's name}: Allocate's one look-up per ID both checks the
+        # ID and finds its device (the names are `_exposed`'s own strings, not 3,000 copies)
+        self._owners: dict[str, str] = {}
         self._notes: dict[str, tuple[str, ...]] = {}
         self._refusal = ""
         self._unlisted: dict[str, str] = {}  # device -> why it is not advertised
         self._list_key: tuple[object, ...] | None = None  # what `_list` was built from
-        # Allocate's answer for each (devices, strategy) while the exposed devices and rdma_cm
+        # Allocate's answer for each (devices, CDI fallback) while the exposed devices and rdma_cm
         # stay as they are: it follows from them and the settings alone, and building it (env,
         # NCCL variables, device nodes) was a third of the agent's CPU per Allocate
         # (bench/bench_allocate_cpu.py).
-        self._answers: dict[tuple[tuple[str, ...], DeviceListStrategy], _Answer] = {}
+        self._answers: dict[tuple[tuple[str, ...], bool], _Answer] = {}
         self._answers_from: tuple[object, ...] = ()  # the devices and rdma_cm they were made of
 
     # -- device list ---------------------------------------------------------------------
@@ -127,7 +130,8 @@ class ErdmaPlugin(ResourcePlugin):
         new_list = self._within_limit(self._build_list())
         if new_list == self._list:
             return False
-        self._list, self._ids = new_list, frozenset(d.id for d in new_list)
+        names = {name: name for name in self._exposed}
+        self._list, self._owners = new_list, {d.id: names[device_of(d.id)] for d in new_list}
         self.notify_changed()
         return True
 
@@ -199,27 +203,31 @@ class ErdmaPlugin(ResourcePlugin):
 
     # -- allocation ----------------------------------------------------------------------
     def allocate(self, container_requests: Sequence[Sequence[str]]) -> list[ContainerAllocation]:
-        return [self._allocate_one(ids) for ids in container_requests]
+        return list(map(self._allocate_one, container_requests))
 
     def _allocate_one(self, ids: Sequence[str]) -> ContainerAllocation:
         if self.policy.allocate_all:
             names = tuple(sorted(self._exposed))
         else:
-            names = tuple(sorted({device_of(i) for i in ids}))
-            unknown = [i for i in ids if i not in self._ids]  # the exact advertised slot IDs
-            if unknown:
+            owners = self._owners  # the exact advertised slot IDs
+            try:  # map, not a comprehension: no frame of its own on every Allocate
+                names = tuple(sorted(set(map(owners.__getitem__, ids))))
+            except KeyError:
+                unknown = [i for i in ids if i not in owners]
                 raise AllocationError(
                     f"unknown {ERDMA_RESOURCE} device IDs {unknown}; this node advertises "
                     f"slots 0-{self.policy.slots_per_device - 1} of "
-                    f"{sorted(self._exposed) if self._ids else 'no devices'}"
-                )
-        strategy = self.policy.device_list_strategy
-        if strategy.uses_cdi and not self.cdi_ready():  # names the runtime cannot resolve
-            strategy = DeviceListStrategy.DEVICE_SPECS
-        answer = self._answers.get((names, strategy))
+                    f"{sorted(self._exposed) if owners else 'no devices'}"
+                ) from None
+        # a CDI strategy answers with device specs while the spec is not current: CDI names
+        # the runtime cannot resolve yet. Keyed on that, not on the strategy: an Enum hashes
+        # in Python, on every call.
+        specs = DeviceListStrategy.DEVICE_SPECS
+        fallback = self.policy.device_list_strategy is not specs and not self.cdi_ready()
+        answer = self._answers.get((names, fallback))
         if answer is None:
-            answer = self._answer(names, strategy)
-            self._answers[(names, strategy)] = answer
+            strategy = specs if fallback else self.policy.device_list_strategy
+            answer = self._answers[names, fallback] = self._answer(names, strategy)
         if answer.devices and self._finish is not None:
             self._finish(answer.devices, answer.allocation)
         return answer.allocation

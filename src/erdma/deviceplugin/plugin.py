@@ -71,6 +71,10 @@ class ResourcePlugin(abc.ABC):
     socket_stem: str
     pre_start_required: bool = False
     preferred_allocation_available: bool = False
+    #: True when `allocate` hands out kept ContainerAllocation objects, the same object for
+    #: the same answer and never changed once handed out: the framework then encodes each
+    #: one once and answers with the kept encoding (see DevicePluginServicer).
+    answers_kept: bool = False
 
     @abc.abstractmethod
     def devices(self) -> Sequence[PluginDevice]:
