@@ -4,6 +4,7 @@ and answers exactly as the SDK's own per-call transport does (``providers.ecs.tr
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -223,3 +224,33 @@ async def test_a_client_never_closed_leaves_no_session_open_when_its_loop_ends(
     answer = await asyncio.to_thread(asyncio.run, cloud.jumbo_frame(instance))
     assert answer is False
     assert len(made.sessions) == 1 and made.sessions[0].closed
+
+
+async def test_a_session_that_fails_to_close_as_its_loop_ends_is_logged(
+    emu: EcsEmulator, made: Made, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing awaits the task that closes the session when the loop ends: a failure there
+    would surface only as asyncio's report of an exception nobody retrieved."""
+    closing = aiohttp.client.ClientSession.close  # the class: `made` wraps aiohttp.ClientSession
+
+    async def failing(session: aiohttp.ClientSession) -> None:
+        await closing(session)  # its connections do close: only the report is under test
+        raise RuntimeError("close failed")
+
+    monkeypatch.setattr(aiohttp.client.ClientSession, "close", failing)
+    instance = instance_in(emu)
+    cloud = cloud_for(emu)
+    reported: list[dict[str, Any]] = []
+
+    async def ask() -> bool:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda _, context: reported.append(context)
+        )
+        return await cloud.jumbo_frame(instance)
+
+    with caplog.at_level(logging.WARNING, logger="erdma"):
+        assert await asyncio.to_thread(asyncio.run, ask()) is False
+    assert reported == []
+    assert made.sessions[0].closed
+    (record,) = [r for r in caplog.records if "ECS HTTP session" in r.getMessage()]
+    assert record.exc_info is not None and "close failed" in str(record.exc_info[1])

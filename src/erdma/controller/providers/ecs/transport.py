@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import os
 import ssl
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from darabonba.exceptions import RetryError  # type: ignore[import-untyped]
 from darabonba.request import DaraRequest  # type: ignore[import-untyped]
 from darabonba.response import DaraResponse  # type: ignore[import-untyped]
 from darabonba.utils.stream import BaseStream  # type: ignore[import-untyped]
+
+log = logging.getLogger(__name__)
 
 #: the session of the client whose call is running in this task, if it shares one
 _SENDING_THROUGH: contextvars.ContextVar[SharedSession | None] = contextvars.ContextVar(
@@ -191,7 +194,10 @@ class SharedSession:
         try:
             await asyncio.get_running_loop().create_future()
         finally:
-            await self._close_session()
+            try:
+                await self._close_session()
+            except Exception:  # nothing awaits this task: asyncio would only report it unread
+                log.warning("closing the ECS HTTP session as its loop ended failed", exc_info=True)
 
     async def _close_session(self) -> None:
         session, self._session = self._session, None
