@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from erdma.dra.names import DRIVER_NAME
 from erdma.sim import fakehost
 from erdma.sim.dra_kubelet import FakeDraKubelet
 from erdma.sim.kubelet import FakeKubelet
+from erdma.sim.node import agent_command
 from tests.fakes.kubeapi import KubeApiServer
 from tests.integration import dra_support
 from tests.waiting import until
@@ -43,30 +43,12 @@ class AgentProcess:
         config = root / f"{name}.json"
         config.write_text(json.dumps({"dra": {"enabled": True}}))
         self.log = root / f"{name}.log"
-        self.argv = [
-            sys.executable,
-            "-m",
-            "erdma",
-            "agent",
-            "--config",
-            str(config),
-            "--host-root",
-            str(root / "host"),
-            "--kubelet-dir",
-            str(root / "kubelet"),
-            "--cdi-spec-dir",
-            str(root / "cdi"),
-            "--kubeconfig",
-            str(kubeconfig),
-            "--node-name",
-            node,
-            "--metrics-port",
-            "0",
-            "--rescan-interval",
-            "0.2",
-            "--no-prepare-node",
-            "--local-eri-discovery",
-        ]
+        self.argv = agent_command(
+            root / "host",
+            root / "kubelet",
+            *("--config", str(config), "--cdi-spec-dir", str(root / "cdi")),
+            *("--kubeconfig", str(kubeconfig), "--node-name", node),
+        )
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:

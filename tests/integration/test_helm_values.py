@@ -168,46 +168,6 @@ def test_ram_role_sts_outside_kube_system_is_refused_naming_the_namespace() -> N
         assert text in str(err.value)
 
 
-def test_reference_values_file_still_installs() -> None:
-    """A values file written for the reference chart (its default keys) renders."""
-    reference = {
-        "controller": {
-            "replicaCount": 2,
-            "nameOverride": "",
-            "fullnameOverride": "",
-            "image": {"pullPolicy": "Always", "tag": "latest"},
-        },
-        "agent": {
-            "preferDriver": "",
-            "allocateAllDevices": False,
-            "jumboFrameMTU": 8500,
-            "exposedLocalERIs": [],
-            "nameOverride": "",
-            "fullnameOverride": "",
-        },
-        "serviceAccount": {"create": True, "annotations": {}, "name": ""},
-        "podAnnotations": {},
-        "nodeSelector": {},
-        "tolerations": [{"operator": "Exists"}],
-        "affinity": {},
-        "webhookFailurePolicy": "Ignore",
-        "webhookTimeoutSeconds": 10,
-        "config": {
-            "region": "",
-            "manageNonOwnedENIs": True,
-            "clusterDomain": "cluster.local",
-            "enableDevicePlugin": True,
-            "enableWebhook": False,
-            "enableInitContainerInject": True,
-            "smcInitImage": "",
-            "localERIDiscovery": False,
-        },
-        "credentials": {"type": "access_key", "accessKeyID": "ak", "accessKeySecret": "sk"},
-    }
-    out = render(reference)
-    assert out.get("Deployment", CONTROLLER) and out.get("DaemonSet", AGENT)
-
-
 def test_a_bare_yaml_off_is_smcr_off() -> None:
     """`mode: off` unquoted is YAML false; it must not fail, nor turn SMC-R on."""
     for mode in (False, "off"):

@@ -20,6 +20,29 @@ from erdma.sim import fakehost
 from erdma.sim.kubelet import FakeKubelet
 
 
+def agent_command(host_root: Path, kubelet_dir: Path, *args: str) -> list[str]:
+    """`erdma agent` as a simulated node runs it on ``host_root`` and ``kubelet_dir``: metrics
+    off, a rescan every 0.2 s, no node preparation, devices found on the host itself; ``args``
+    come last, so a flag given there wins."""
+    return [
+        sys.executable,
+        "-m",
+        "erdma",
+        "agent",
+        "--host-root",
+        str(host_root),
+        "--kubelet-dir",
+        str(kubelet_dir),
+        "--metrics-port",
+        "0",
+        "--rescan-interval",
+        "0.2",
+        "--no-prepare-node",
+        "--local-eri-discovery",
+        *args,
+    ]
+
+
 class SimulatedNode(AsyncService):
     def __init__(
         self,
@@ -37,23 +60,7 @@ class SimulatedNode(AsyncService):
         self.process: asyncio.subprocess.Process | None = None
 
     def agent_argv(self) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "erdma",
-            "agent",
-            "--host-root",
-            str(self.host_root),
-            "--kubelet-dir",
-            str(self.kubelet_dir),
-            "--metrics-port",
-            "0",
-            "--rescan-interval",
-            "0.2",
-            "--no-prepare-node",
-            "--local-eri-discovery",
-            *self.agent_args,
-        ]
+        return agent_command(self.host_root, self.kubelet_dir, *self.agent_args)
 
     async def start(self, kubelet: bool = True) -> None:
         if kubelet:
